@@ -1,0 +1,379 @@
+"""The controller: turns admin requests into metadata records.
+
+Pure with respect to I/O: each method takes the current image and a request in
+plain Python terms and returns per-item results plus the records to append.
+The quorum appends the records atomically (one batch) and the image follows.
+A single node is the only broker for now; placement already spreads replicas
+round-robin over the registered brokers so that a cluster slots in later.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Mapping, Sequence
+
+from . import records as R
+from .image import MetadataImage
+
+# Kafka error codes used by the controller.
+NONE = 0
+INVALID_TOPIC_EXCEPTION = 17
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
+INVALID_CONFIG = 40
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_TOPIC_ID = 100
+POLICY_VIOLATION = 44
+
+MAX_TOPIC_NAME_LENGTH = 249
+MAX_PARTITIONS_PER_REQUEST = 100_000  # a bound on what one request may create
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+@dataclass(slots=True)
+class Result:
+    error_code: int = NONE
+    error_message: str | None = None
+    topic_id: uuid.UUID | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+def validate_topic_name(name: str) -> str | None:
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return "Topic name cannot be \".\" or \"..\""
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters"
+    if not _LEGAL_TOPIC.match(name):
+        return (
+            f"Topic name \"{name}\" is illegal, it contains a character other than "
+            "ASCII alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+@dataclass(slots=True)
+class NewTopic:
+    name: str
+    num_partitions: int
+    replication_factor: int
+    assignments: Mapping[int, Sequence[int]]  # partition -> replicas (manual assignment)
+    configs: Mapping[str, str | None]
+
+
+ConfigValidator = Callable[[Mapping[str, str | None]], None]  # raises InvalidConfig-like
+
+
+class Controller:
+    def __init__(
+        self,
+        default_num_partitions: int,
+        default_replication_factor: int,
+        validate_configs: Callable[[Mapping[str, str | None]], str | None],
+    ) -> None:
+        self.default_num_partitions = default_num_partitions
+        self.default_replication_factor = default_replication_factor
+        # returns an error message or None
+        self.validate_configs = validate_configs
+        self._rr_start = 0
+
+    # -- placement -------------------------------------------------------------
+
+    def _assign(
+        self, image: MetadataImage, first_partition: int, count: int, rf: int
+    ) -> list[list[int]]:
+        brokers = sorted(b for b, info in image.brokers.items() if not info.fenced)
+        n = len(brokers)
+        out = []
+        for p in range(first_partition, first_partition + count):
+            start = (self._rr_start + p) % n
+            out.append([brokers[(start + i) % n] for i in range(rf)])
+        return out
+
+    # -- topics ----------------------------------------------------------------
+
+    def create_topics(
+        self, image: MetadataImage, topics: Sequence[NewTopic], validate_only: bool
+    ) -> tuple[dict[str, Result], list[R.MetadataRecord]]:
+        results: dict[str, Result] = {}
+        records: list[R.MetadataRecord] = []
+        seen: set[str] = set()
+        live_brokers = sum(1 for b in image.brokers.values() if not b.fenced)
+        for t in topics:
+            if t.name in seen:
+                results[t.name] = Result(INVALID_REQUEST, "Duplicate topic name in request")
+                continue
+            seen.add(t.name)
+            problem = validate_topic_name(t.name)
+            if problem:
+                results[t.name] = Result(INVALID_TOPIC_EXCEPTION, problem)
+                continue
+            if t.name in image.topics_by_name:
+                results[t.name] = Result(TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
+                continue
+            if t.assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    results[t.name] = Result(
+                        INVALID_REQUEST,
+                        "Both numPartitions or replicationFactor and replicasAssignments "
+                        "were set. Both cannot be used at the same time.",
+                    )
+                    continue
+                parts = sorted(t.assignments)
+                if parts != list(range(len(parts))):
+                    results[t.name] = Result(
+                        INVALID_REPLICA_ASSIGNMENT, "Partitions must be numbered 0..N-1"
+                    )
+                    continue
+                assignment = [list(t.assignments[p]) for p in parts]
+                bad = [
+                    r for reps in assignment for r in reps if r not in image.brokers
+                ] or [reps for reps in assignment if not reps or len(set(reps)) != len(reps)]
+                if bad:
+                    results[t.name] = Result(
+                        INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment {assignment}"
+                    )
+                    continue
+                num_partitions, rf = len(assignment), len(assignment[0])
+            else:
+                num_partitions = (
+                    self.default_num_partitions if t.num_partitions == -1 else t.num_partitions
+                )
+                rf = (
+                    self.default_replication_factor
+                    if t.replication_factor == -1
+                    else t.replication_factor
+                )
+                if num_partitions <= 0:
+                    results[t.name] = Result(
+                        INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+                    )
+                    continue
+                if num_partitions > MAX_PARTITIONS_PER_REQUEST:
+                    results[t.name] = Result(
+                        INVALID_PARTITIONS,
+                        f"Number of partitions must be at most {MAX_PARTITIONS_PER_REQUEST}.",
+                    )
+                    continue
+                if rf <= 0:
+                    results[t.name] = Result(
+                        INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+                    )
+                    continue
+                if rf > live_brokers:
+                    results[t.name] = Result(
+                        INVALID_REPLICATION_FACTOR,
+                        f"Unable to replicate the partition {rf} time(s): The target "
+                        f"replication factor of {rf} cannot be reached because only "
+                        f"{live_brokers} broker(s) are registered.",
+                    )
+                    continue
+                assignment = self._assign(image, 0, num_partitions, rf)
+            problem = self.validate_configs(t.configs)
+            if problem:
+                results[t.name] = Result(INVALID_CONFIG, problem)
+                continue
+            topic_id = uuid.uuid4()
+            results[t.name] = Result(NONE, None, topic_id, num_partitions, rf)
+            if validate_only:
+                continue
+            tid = str(topic_id)
+            records.append(R.topic_record(t.name, tid))
+            for p, replicas in enumerate(assignment):
+                records.append(R.partition_record(tid, p, replicas, replicas[0]))
+            for key, value in t.configs.items():
+                if value is not None:
+                    records.append(R.config_record(R.RESOURCE_TOPIC, t.name, key, value))
+        return results, records
+
+    def delete_topics(
+        self, image: MetadataImage, names: Sequence[str], ids: Sequence[uuid.UUID]
+    ) -> tuple[dict[str, Result], dict[uuid.UUID, Result], list[R.MetadataRecord]]:
+        by_name: dict[str, Result] = {}
+        by_id: dict[uuid.UUID, Result] = {}
+        records: list[R.MetadataRecord] = []
+        removed: set[uuid.UUID] = set()
+        for name in names:
+            topic = image.topics_by_name.get(name)
+            if topic is None:
+                by_name[name] = Result(
+                    UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+                )
+                continue
+            by_name[name] = Result(NONE, None, topic.topic_id)
+            if topic.topic_id not in removed:
+                removed.add(topic.topic_id)
+                records.append(R.remove_topic_record(str(topic.topic_id)))
+        for tid in ids:
+            topic = image.topics_by_id.get(tid)
+            if topic is None:
+                by_id[tid] = Result(UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
+                continue
+            by_id[tid] = Result(NONE, None, tid)
+            if tid not in removed:
+                removed.add(tid)
+                records.append(R.remove_topic_record(str(tid)))
+        return by_name, by_id, records
+
+    def create_partitions(
+        self,
+        image: MetadataImage,
+        requests: Sequence[tuple[str, int, Sequence[Sequence[int]] | None]],
+        validate_only: bool,
+    ) -> tuple[dict[str, Result], list[R.MetadataRecord]]:
+        results: dict[str, Result] = {}
+        records: list[R.MetadataRecord] = []
+        for name, count, assignments in requests:
+            topic = image.topics_by_name.get(name)
+            if topic is None:
+                results[name] = Result(
+                    UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+                )
+                continue
+            current = len(topic.partitions)
+            if count < current:
+                results[name] = Result(
+                    INVALID_PARTITIONS,
+                    f"Topic currently has {current} partitions, which is higher than the "
+                    f"requested {count}.",
+                )
+                continue
+            if count == current:
+                results[name] = Result(
+                    INVALID_PARTITIONS, f"Topic already has {current} partitions."
+                )
+                continue
+            if count - current > MAX_PARTITIONS_PER_REQUEST:
+                results[name] = Result(INVALID_PARTITIONS, "Too many new partitions requested.")
+                continue
+            rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+            if assignments:
+                if len(assignments) != count - current or any(
+                    len(a) != rf or any(r not in image.brokers for r in a) for a in assignments
+                ):
+                    results[name] = Result(
+                        INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment {assignments}"
+                    )
+                    continue
+                new = [list(a) for a in assignments]
+            else:
+                new = self._assign(image, current, count - current, rf)
+            results[name] = Result(NONE, None, topic.topic_id)
+            if validate_only:
+                continue
+            for i, replicas in enumerate(new):
+                records.append(
+                    R.partition_record(str(topic.topic_id), current + i, replicas, replicas[0])
+                )
+        return results, records
+
+    # -- configs ---------------------------------------------------------------
+
+    OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
+
+    def _config_target(
+        self, image: MetadataImage, resource_type: int, resource_name: str
+    ) -> Result | None:
+        if resource_type == R.RESOURCE_TOPIC:
+            if resource_name not in image.topics_by_name:
+                return Result(
+                    UNKNOWN_TOPIC_OR_PARTITION,
+                    f"Topic {resource_name} does not exist",
+                )
+            return None
+        if resource_type == R.RESOURCE_BROKER:
+            return Result(
+                INVALID_REQUEST,
+                "Dynamic broker configs are not supported by odradek yet; "
+                "set them in server.properties",
+            )
+        return Result(INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+    def incremental_alter_configs(
+        self,
+        image: MetadataImage,
+        resources: Sequence[tuple[int, str, Sequence[tuple[str, int, str | None]]]],
+        validate_only: bool,
+    ) -> tuple[list[Result], list[R.MetadataRecord]]:
+        results: list[Result] = []
+        records: list[R.MetadataRecord] = []
+        for rtype, rname, ops in resources:
+            problem = self._config_target(image, rtype, rname)
+            if problem:
+                results.append(problem)
+                continue
+            current = dict(image.configs.get((rtype, rname), {}))
+            new: dict[str, str | None] = dict(current)
+            error: Result | None = None
+            for name, op, value in ops:
+                if op == self.OP_SET:
+                    new[name] = value
+                elif op == self.OP_DELETE:
+                    new.pop(name, None)
+                elif op in (self.OP_APPEND, self.OP_SUBTRACT):
+                    items = [x for x in (new.get(name) or "").split(",") if x]
+                    values = [x for x in (value or "").split(",") if x]
+                    if op == self.OP_APPEND:
+                        items += [v for v in values if v not in items]
+                    else:
+                        items = [x for x in items if x not in values]
+                    new[name] = ",".join(items)
+                else:
+                    error = Result(INVALID_REQUEST, f"Unknown config operation {op}")
+                    break
+            if error is None:
+                message = self.validate_configs(new)
+                if message:
+                    error = Result(INVALID_CONFIG, message)
+            if error:
+                results.append(error)
+                continue
+            results.append(Result())
+            if not validate_only:
+                records.extend(_config_diff(rtype, rname, current, new))
+        return results, records
+
+    def alter_configs(
+        self,
+        image: MetadataImage,
+        resources: Sequence[tuple[int, str, Sequence[tuple[str, str | None]]]],
+        validate_only: bool,
+    ) -> tuple[list[Result], list[R.MetadataRecord]]:
+        """Legacy AlterConfigs: the given set replaces the resource's whole config."""
+        results: list[Result] = []
+        records: list[R.MetadataRecord] = []
+        for rtype, rname, entries in resources:
+            problem = self._config_target(image, rtype, rname)
+            if problem:
+                results.append(problem)
+                continue
+            new = {name: value for name, value in entries if value is not None}
+            message = self.validate_configs(new)
+            if message:
+                results.append(Result(INVALID_CONFIG, message))
+                continue
+            results.append(Result())
+            if not validate_only:
+                current = dict(image.configs.get((rtype, rname), {}))
+                records.extend(_config_diff(rtype, rname, current, new))
+        return results, records
+
+
+def _config_diff(
+    rtype: int, rname: str, old: Mapping[str, str], new: Mapping[str, str | None]
+) -> list[R.MetadataRecord]:
+    out = []
+    for name, value in new.items():
+        if value is not None and old.get(name) != value:
+            out.append(R.config_record(rtype, rname, name, value))
+    for name in old:
+        if new.get(name) is None:
+            out.append(R.config_record(rtype, rname, name, None))
+    return out

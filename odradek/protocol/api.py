@@ -1,0 +1,120 @@
+"""The API version table: which Kafka APIs odradek answers, in which versions.
+
+Message types come from `kio` (generated from Kafka's own JSON schemas). This
+module maps (api_key, api_version) to the kio request/response classes and
+says whether a version is *flexible* (KIP-482: compact types and tagged fields),
+which also decides the header versions:
+
+- request header v2 for flexible requests, v1 otherwise;
+- response header v1 for flexible responses, v0 otherwise, except ApiVersions,
+  whose response always uses header v0 so that a client that does not yet know
+  the broker's versions can read it.
+
+Every range in SUPPORTED_VERSIONS is advertised by ApiVersions and must work in
+every version it covers.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from functools import cache
+from pkgutil import resolve_name
+from typing import Any
+
+from kio.schema.index import schema_name_map
+from kio.static.constants import EntityType
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_TOPIC_PARTITIONS = 75
+
+
+# api_key -> (min_version, max_version) that odradek answers.
+SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.PRODUCE: (3, 11),
+    ApiKey.FETCH: (4, 16),
+    ApiKey.LIST_OFFSETS: (1, 8),
+    ApiKey.METADATA: (0, 12),
+    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.CREATE_TOPICS: (2, 7),
+    ApiKey.DELETE_TOPICS: (1, 6),
+    ApiKey.DELETE_RECORDS: (0, 2),
+    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
+    ApiKey.DESCRIBE_CONFIGS: (1, 4),
+    ApiKey.ALTER_CONFIGS: (0, 2),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.CREATE_PARTITIONS: (0, 3),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
+}
+
+
+def api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"UNKNOWN({api_key})"
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    span = SUPPORTED_VERSIONS.get(api_key)
+    return span is not None and span[0] <= api_version <= span[1]
+
+
+def _schema_name(api_key: int) -> str:
+    return ApiKey(api_key).name.lower()
+
+
+@cache
+def request_class(api_key: int, api_version: int) -> Any:
+    path = schema_name_map[_schema_name(api_key)][api_version][EntityType.request]
+    return resolve_name(path)
+
+
+@cache
+def response_class(api_key: int, api_version: int) -> Any:
+    path = schema_name_map[_schema_name(api_key)][api_version][EntityType.response]
+    return resolve_name(path)
+
+
+@cache
+def is_flexible(api_key: int, api_version: int) -> bool:
+    return bool(request_class(api_key, api_version).__flexible__)
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    return 2 if is_flexible(api_key, api_version) else 1
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    if api_key == ApiKey.API_VERSIONS:
+        return 0
+    return 1 if is_flexible(api_key, api_version) else 0

@@ -1,0 +1,129 @@
+"""Build kio message entities from plain Python data, for any API version.
+
+Handlers describe a response once, version-neutrally, as nested dicts with
+Kafka's field names in snake_case and plain values (ints for error codes and
+millisecond durations/timestamps). `build(cls, data)` turns that into the kio
+dataclass of the negotiated version: fields the version lacks are dropped,
+fields the data lacks take the schema default, nested structures recurse.
+
+Conversions by Kafka type: `error_code` int -> ErrorCode; `timedelta_i32/64`
+ms -> timedelta; `datetime_i64` ms -> aware datetime (None stays None);
+`uuid` accepts UUID. Per-class plans are cached, so the cost per message is a
+dict lookup and a constructor call per struct.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from dataclasses import MISSING, fields
+from functools import cache
+from typing import Any, Callable, Mapping, get_args, get_origin
+
+from kio.schema.errors import ErrorCode
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_ERROR_CODES: dict[int, ErrorCode] = {e.value: e for e in ErrorCode}
+
+
+def error_code(value: int) -> ErrorCode:
+    return _ERROR_CODES.get(value, ErrorCode.unknown_server_error)
+
+
+def _conv_ms_timedelta(value: Any) -> Any:
+    if isinstance(value, datetime.timedelta):
+        return value
+    return datetime.timedelta(milliseconds=value)
+
+
+def _conv_ms_datetime(value: Any) -> Any:
+    if value is None or isinstance(value, datetime.datetime):
+        return value
+    return _EPOCH + datetime.timedelta(milliseconds=value)
+
+
+def _conv_error(value: Any) -> Any:
+    if isinstance(value, ErrorCode):
+        return value
+    return error_code(value)
+
+
+def _conv_uuid(value: Any) -> Any:
+    if value is None or isinstance(value, uuid.UUID):
+        return value
+    return uuid.UUID(value)
+
+
+_CONVERTERS: dict[str, Callable[[Any], Any]] = {
+    "error_code": _conv_error,
+    "timedelta_i32": _conv_ms_timedelta,
+    "timedelta_i64": _conv_ms_timedelta,
+    "datetime_i64": _conv_ms_datetime,
+    "uuid": _conv_uuid,
+}
+
+# (name, converter or None, nested class or None, is_tuple, default or MISSING)
+_Plan = list[tuple[str, Callable[[Any], Any] | None, Any, bool, Any]]
+
+
+def _nested_type(tp: Any) -> tuple[Any, bool]:
+    """Return (dataclass type or None, is_tuple) for a field annotation."""
+    is_tuple = get_origin(tp) is tuple
+    inner = get_args(tp)[0] if is_tuple else tp
+    for candidate in (inner, *get_args(inner)):
+        if hasattr(candidate, "__dataclass_fields__"):
+            return candidate, is_tuple
+    return None, is_tuple
+
+
+@cache
+def _plan(cls: Any) -> _Plan:
+    plan: _Plan = []
+    for f in fields(cls):
+        nested, is_tuple = _nested_type(f.type)
+        conv = None if nested else _CONVERTERS.get(f.metadata.get("kafka_type", ""))
+        if f.default is not MISSING:
+            default = f.default
+        elif f.default_factory is not MISSING:
+            default = f.default_factory()
+        elif is_tuple:
+            default = ()
+        else:
+            default = MISSING
+        plan.append((f.name, conv, nested, is_tuple, default))
+    return plan
+
+
+def build(cls: Any, data: Mapping[str, Any]) -> Any:
+    kwargs: dict[str, Any] = {}
+    for name, conv, nested, is_tuple, default in _plan(cls):
+        if name in data:
+            value = data[name]
+        elif default is MISSING:
+            raise KeyError(f"{cls.__module__}.{cls.__name__} needs field {name!r}")
+        else:
+            continue
+        if nested is not None and value is not None:
+            if is_tuple:
+                value = tuple(
+                    item if isinstance(item, nested) else build(nested, item) for item in value
+                )
+            elif not isinstance(value, nested):
+                value = build(nested, value)
+        elif conv is not None:
+            value = tuple(conv(v) for v in value) if is_tuple else conv(value)
+        elif is_tuple:
+            value = tuple(value)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int:
+    """A kio duration or timestamp back to integer milliseconds (-1 for None)."""
+    if value is None:
+        return -1
+    if isinstance(value, datetime.timedelta):
+        return value.days * 86400000 + value.seconds * 1000 + value.microseconds // 1000
+    if isinstance(value, datetime.datetime):
+        return ms(value - _EPOCH)
+    return int(value)
