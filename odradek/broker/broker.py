@@ -1,0 +1,254 @@
+"""The broker: wires the metadata quorum, the controller, the logs and the handlers.
+
+`Broker.handle_frame` is the whole request path: parse the header, check the
+API and version, decode the body with kio, run the handler for the API, and
+encode the response with the header version the API version calls for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from kio.serial import entity_reader, entity_writer
+
+from ..config import BrokerConfig
+from ..metadata import records as R
+from ..metadata.controller import Controller
+from ..metadata.image import MetadataImage
+from ..metadata.quorum import MetadataQuorum
+from ..protocol import api, entities
+from ..protocol.framing import (
+    MalformedRequest,
+    encode_response_frame,
+    parse_request_header,
+)
+from ..storage.log_config import LogConfig
+from ..storage.log_manager import LogManager
+from ..topic_config import effective_log_config, validate_topic_configs, InvalidConfig
+from .context import Handler, RequestContext
+from .handlers import HANDLERS
+from .network import CLOSE, KafkaConnection
+from .replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.node_id: int = config.node_id
+        self.socket_request_max_bytes: int = config.get("socket.request.max.bytes")
+        self.connections: set[KafkaConnection] = set()
+        self.started_ms = int(time.time() * 1000)
+        self.log_dirs: list[Path] = list(config.log_dirs)
+        metadata_dir = config.get("metadata.log.dir")
+        self.metadata_dir = Path(metadata_dir) if metadata_dir else self.log_dirs[0]
+        self.cluster_id = _find_or_make_cluster_id(self.log_dirs, config.get("cluster.id"))
+        self.default_log_config: LogConfig = config.log_config()
+        self.log_manager = LogManager(
+            self.log_dirs, self.default_log_config, self.cluster_id, self.node_id
+        )
+        self.quorum = MetadataQuorum(self.metadata_dir, self.node_id)
+        self.controller = Controller(
+            default_num_partitions=config.get("num.partitions"),
+            default_replication_factor=config.get("default.replication.factor"),
+            validate_configs=self._validate_topic_configs,
+        )
+        self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
+        self.quorum.listeners.append(self.replica_manager.on_metadata)
+        self.handlers: dict[int, Handler] = HANDLERS
+        self._servers: list[asyncio.base_events.Server] = []
+        self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
+        self.metadata_lock = asyncio.Lock()
+
+    # -- configuration helpers -----------------------------------------------
+
+    def _validate_topic_configs(self, configs: Any) -> str | None:
+        try:
+            validate_topic_configs(configs)
+        except InvalidConfig as e:
+            return str(e)
+        return None
+
+    def _log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
+        return effective_log_config(self.config, image.topic_configs(topic))
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.quorum.image
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    async def start(self) -> None:
+        started = time.monotonic()
+        self.log_manager.startup()
+        image = self.quorum.load()
+        self.replica_manager.load_from_image(image)
+        self._register()
+        loop = asyncio.get_running_loop()
+        for listener in self.config.listeners:
+            server = await loop.create_server(
+                lambda name=listener.name: KafkaConnection(self, name),
+                listener.host,
+                listener.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self._servers.append(server)
+            log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
+        log.info(
+            "odradek node %d started in %.0f ms (cluster %s, %d partitions, log.dirs=%s)",
+            self.node_id,
+            (time.monotonic() - started) * 1000,
+            self.cluster_id,
+            len(self.replica_manager.partitions),
+            ",".join(str(d) for d in self.log_dirs),
+        )
+
+    def _register(self) -> None:
+        endpoints = [
+            {
+                "listener": ep.name,
+                "host": ep.host,
+                "port": ep.port,
+                "security_protocol": ep.security_protocol,
+            }
+            for ep in self.config.advertised_listeners
+        ]
+        rack = self.config.get("broker.rack")
+        record = R.register_broker_record(self.node_id, endpoints, rack)
+        current = self.image.brokers.get(self.node_id)
+        if current is None or [
+            {
+                "listener": e.listener,
+                "host": e.host,
+                "port": e.port,
+                "security_protocol": e.security_protocol,
+            }
+            for e in current.endpoints
+        ] != endpoints or current.rack != rack:
+            self.quorum.append([record])
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for server in self._servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), 2)
+            except asyncio.TimeoutError:
+                pass
+        self.replica_manager.shutdown()
+        self.quorum.close()
+        log.info("odradek node %d stopped", self.node_id)
+
+    # -- producer ids --------------------------------------------------------------
+
+    def next_producer_id(self) -> int:
+        nxt, end = self._producer_ids
+        if nxt >= end:
+            start = max(self.image.next_producer_id, 0)
+            self.quorum.append(
+                [R.producer_ids_record(self.node_id, start + PRODUCER_ID_BLOCK_SIZE)]
+            )
+            nxt, end = start, start + PRODUCER_ID_BLOCK_SIZE
+        self._producer_ids = (nxt + 1, end)
+        return nxt
+
+    # -- the request path --------------------------------------------------------------
+
+    async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any:
+        try:
+            header = parse_request_header(frame)
+        except MalformedRequest as e:
+            log.warning("closing %s: malformed request header: %s", _peer(conn), e)
+            return CLOSE
+        key, version = header.api_key, header.api_version
+        if not api.is_supported(key, version):
+            if key == api.ApiKey.API_VERSIONS:
+                # Kafka's rule: answer in v0 with UNSUPPORTED_VERSION and our ranges,
+                # so the client can pick a version we speak.
+                body = self._encode(
+                    api.ApiKey.API_VERSIONS,
+                    0,
+                    {"error_code": 35, "api_keys": _api_version_entries()},
+                )
+                return encode_response_frame(header.correlation_id, 0, body)
+            log.warning(
+                "closing %s: unsupported request %s v%d (client %r)",
+                _peer(conn),
+                api.api_name(key),
+                version,
+                header.client_id,
+            )
+            return CLOSE
+        try:
+            request, _size = entity_reader(api.request_class(key, version))(
+                frame, header.body_offset
+            )
+        except Exception as e:  # kio raises a variety of errors on bad bytes
+            log.warning(
+                "closing %s: cannot parse %s v%d: %s", _peer(conn), api.api_name(key), version, e
+            )
+            return CLOSE
+        ctx = RequestContext(
+            key, version, header.correlation_id, header.client_id, conn,
+            conn.listener if conn else "",
+        )
+        handler = self.handlers[key]
+        try:
+            data = await handler(self, ctx, request)
+        except Exception:
+            log.exception("handler for %s v%d failed", api.api_name(key), version)
+            return CLOSE
+        if data is None:
+            return None
+        if "throttle_time" not in data:
+            data["throttle_time"] = 0
+        body = self._encode(key, version, data)
+        return encode_response_frame(
+            header.correlation_id, api.response_header_version(key, version), body
+        )
+
+    @staticmethod
+    def _encode(key: int, version: int, data: dict[str, Any]) -> bytes:
+        cls = api.response_class(key, version)
+        entity = entities.build(cls, data)
+        buf = io.BytesIO()
+        entity_writer(cls)(buf, entity)
+        return buf.getvalue()
+
+
+def _api_version_entries() -> list[dict[str, int]]:
+    return [
+        {"api_key": k, "min_version": lo, "max_version": hi}
+        for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
+    ]
+
+
+def _peer(conn: KafkaConnection | None) -> str:
+    return conn.peer if conn else "?"
+
+
+def _find_or_make_cluster_id(log_dirs: list[Path], configured: str | None) -> str:
+    """The cluster id from an existing meta.properties, else the configured one, else new."""
+    import base64
+    import uuid
+
+    for d in log_dirs:
+        meta = d / "meta.properties"
+        if meta.exists():
+            for line in meta.read_text().splitlines():
+                if line.startswith("cluster.id="):
+                    return line.split("=", 1)[1].strip()
+    if configured:
+        return configured
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -1,0 +1,170 @@
+"""CreateTopics, DeleteTopics, CreatePartitions, DeleteRecords."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ...metadata.controller import NewTopic, Result
+from ...protocol import api
+from ..context import RequestContext
+from . import errors as E
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def create_topics(
+    broker: "Broker", topics: Sequence[NewTopic], validate_only: bool
+) -> dict[str, Result]:
+    async with broker.metadata_lock:
+        results, records = broker.controller.create_topics(broker.image, topics, validate_only)
+        broker.quorum.append(records)
+    return results
+
+
+async def handle_create_topics(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+    new_topics = [
+        NewTopic(
+            name=t.name,
+            num_partitions=t.num_partitions,
+            replication_factor=t.replication_factor,
+            assignments={a.partition_index: list(a.broker_ids) for a in t.assignments},
+            configs={c.name: c.value for c in t.configs},
+        )
+        for t in req.topics
+    ]
+    results = await create_topics(broker, new_topics, req.validate_only)
+    image = broker.image
+    out = []
+    for t in new_topics:
+        res = results[t.name]
+        entry: dict[str, Any] = {
+            "name": t.name,
+            "topic_id": res.topic_id or ZERO_UUID,
+            "error_code": res.error_code,
+            "error_message": res.error_message,
+            "num_partitions": res.num_partitions,
+            "replication_factor": res.replication_factor,
+            "configs": None,
+        }
+        if res.error_code == 0 and ctx.api_version >= 5:
+            entry["configs"] = _created_topic_configs(broker, image, t)
+        out.append(entry)
+    return {"topics": out}
+
+
+def _created_topic_configs(broker: "Broker", image: Any, t: NewTopic) -> list[dict[str, Any]]:
+    from ...topic_config import describe_topic_config
+
+    overrides = {k: v for k, v in t.configs.items() if v is not None}
+    return [
+        {
+            "name": e.name,
+            "value": e.value,
+            "read_only": e.read_only,
+            "config_source": e.source,
+            "is_sensitive": e.is_sensitive,
+        }
+        for e in describe_topic_config(broker.config, overrides)
+    ]
+
+
+async def handle_delete_topics(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if ctx.api_version >= 6:
+        names = [t.name for t in req.topics if t.name is not None]
+        ids = [t.topic_id for t in req.topics if t.name is None]
+    else:
+        names = list(req.topic_names)
+        ids = []
+    if not broker.config.get("delete.topic.enable"):
+        return {
+            "responses": [
+                {"name": n, "topic_id": ZERO_UUID, "error_code": 73,  # TOPIC_DELETION_DISABLED
+                 "error_message": "Topic deletion is disabled."}
+                for n in names
+            ]
+            + [{"name": None, "topic_id": i, "error_code": 73,
+                "error_message": "Topic deletion is disabled."} for i in ids]
+        }
+    async with broker.metadata_lock:
+        image = broker.image
+        by_name, by_id, records = broker.controller.delete_topics(image, names, ids)
+        broker.quorum.append(records)
+    responses = []
+    for n in names:
+        r = by_name[n]
+        responses.append(
+            {"name": n, "topic_id": r.topic_id or ZERO_UUID, "error_code": r.error_code,
+             "error_message": r.error_message}
+        )
+    for i in ids:
+        r = by_id[i]
+        t = image.topics_by_id.get(i)
+        responses.append(
+            {"name": t.name if t else None, "topic_id": i, "error_code": r.error_code,
+             "error_message": r.error_message}
+        )
+    return {"responses": responses}
+
+
+async def handle_create_partitions(
+    broker: "Broker", ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    requests = [
+        (
+            t.name,
+            t.count,
+            [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None,
+        )
+        for t in req.topics
+    ]
+    async with broker.metadata_lock:
+        results, records = broker.controller.create_partitions(
+            broker.image, requests, req.validate_only
+        )
+        broker.quorum.append(records)
+    return {
+        "results": [
+            {"name": name, "error_code": results[name].error_code,
+             "error_message": results[name].error_message}
+            for name, _, _ in requests
+        ]
+    }
+
+
+async def handle_delete_records(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            part = broker.replica_manager.get(t.name, p.partition_index)
+            if part is None:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                              "error_code": E.UNKNOWN_TOPIC_OR_PARTITION})
+                continue
+            plog = part.log
+            offset = p.offset
+            if offset == -1:
+                offset = plog.high_watermark
+            if offset < 0 or offset > plog.high_watermark:
+                parts.append({"partition_index": p.partition_index,
+                              "low_watermark": plog.log_start_offset,
+                              "error_code": E.OFFSET_OUT_OF_RANGE})
+                continue
+            if offset > plog.log_start_offset:
+                plog.delete_records_before(offset)
+            parts.append({"partition_index": p.partition_index,
+                          "low_watermark": plog.log_start_offset, "error_code": 0})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"topics": topics}
+
+
+HANDLERS = {
+    api.ApiKey.CREATE_TOPICS: handle_create_topics,
+    api.ApiKey.DELETE_TOPICS: handle_delete_topics,
+    api.ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    api.ApiKey.DELETE_RECORDS: handle_delete_records,
+}

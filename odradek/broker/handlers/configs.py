@@ -1,0 +1,119 @@
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics (and broker reads)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...metadata import records as R
+from ...protocol import api
+from ...topic_config import describe_broker_config, describe_topic_config
+from ..context import RequestContext
+from . import errors as E
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def _entry(e: Any, include_synonyms: bool, include_docs: bool) -> dict[str, Any]:
+    return {
+        "name": e.name,
+        "value": None if e.is_sensitive else e.value,
+        "read_only": e.read_only,
+        "config_source": e.source,
+        "is_default": e.source == 5,
+        "is_sensitive": e.is_sensitive,
+        "synonyms": [
+            {"name": s.name, "value": s.value, "source": s.source} for s in e.synonyms
+        ]
+        if include_synonyms
+        else [],
+        "config_type": e.config_type,
+        "documentation": e.documentation if include_docs else None,
+    }
+
+
+async def handle_describe_configs(
+    broker: "Broker", ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    image = broker.image
+    include_synonyms = getattr(req, "include_synonyms", False)
+    include_docs = getattr(req, "include_documentation", False)
+    results = []
+    for res in req.resources:
+        base = {
+            "error_code": 0,
+            "error_message": None,
+            "resource_type": res.resource_type,
+            "resource_name": res.resource_name,
+            "configs": [],
+        }
+        if res.resource_type == R.RESOURCE_TOPIC:
+            if res.resource_name not in image.topics_by_name:
+                base["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+                base["error_message"] = f"Topic {res.resource_name} does not exist"
+                results.append(base)
+                continue
+            entries = describe_topic_config(broker.config, image.topic_configs(res.resource_name))
+        elif res.resource_type == R.RESOURCE_BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                base["error_code"] = E.INVALID_REQUEST
+                base["error_message"] = f"Unexpected broker id {res.resource_name}"
+                results.append(base)
+                continue
+            entries = describe_broker_config(broker.config)
+        else:
+            base["error_code"] = E.INVALID_REQUEST
+            base["error_message"] = f"Unsupported resource type {res.resource_type}"
+            results.append(base)
+            continue
+        keys = res.configuration_keys
+        if keys is not None:
+            wanted = set(keys)
+            entries = [e for e in entries if e.name in wanted]
+        base["configs"] = [_entry(e, include_synonyms, include_docs) for e in entries]
+        results.append(base)
+    return {"results": results}
+
+
+async def handle_incremental_alter_configs(
+    broker: "Broker", ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    resources = [
+        (r.resource_type, r.resource_name,
+         [(c.name, c.config_operation, c.value) for c in r.configs])
+        for r in req.resources
+    ]
+    async with broker.metadata_lock:
+        results, records = broker.controller.incremental_alter_configs(
+            broker.image, resources, req.validate_only
+        )
+        broker.quorum.append(records)
+    return {"responses": _responses(resources, results)}
+
+
+async def handle_alter_configs(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+    resources = [
+        (r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
+        for r in req.resources
+    ]
+    async with broker.metadata_lock:
+        results, records = broker.controller.alter_configs(
+            broker.image, resources, req.validate_only
+        )
+        broker.quorum.append(records)
+    return {"responses": _responses(resources, results)}
+
+
+def _responses(resources: list[Any], results: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {"error_code": res.error_code, "error_message": res.error_message,
+         "resource_type": rtype, "resource_name": rname}
+        for (rtype, rname, _), res in zip(resources, results)
+    ]
+
+
+HANDLERS = {
+    api.ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    api.ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    api.ApiKey.ALTER_CONFIGS: handle_alter_configs,
+}

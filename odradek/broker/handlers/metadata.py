@@ -1,0 +1,200 @@
+"""Metadata, DescribeCluster, DescribeTopicPartitions: what the cluster looks like."""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ...metadata.controller import NewTopic, validate_topic_name
+from ...metadata.image import MetadataImage, TopicImage
+from ...protocol import api
+from ..context import RequestContext
+from . import errors as E
+from .admin import create_topics
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+ZERO_UUID = uuid.UUID(int=0)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def brokers_for(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
+    out = []
+    for node_id, b in sorted(image.brokers.items()):
+        if b.fenced:
+            continue
+        ep = next((e for e in b.endpoints if e.listener == listener), None) or (
+            b.endpoints[0] if b.endpoints else None
+        )
+        if ep is None:
+            continue
+        out.append(
+            {"node_id": node_id, "broker_id": node_id, "host": ep.host, "port": ep.port,
+             "rack": b.rack}
+        )
+    return out
+
+
+def partition_entries(topic: TopicImage) -> list[dict[str, Any]]:
+    return [
+        {
+            "error_code": 0,
+            "partition_index": p.partition,
+            "leader_id": p.leader,
+            "leader_epoch": p.leader_epoch,
+            "replica_nodes": list(p.replicas),
+            "isr_nodes": list(p.isr),
+            "offline_replicas": [],
+            "eligible_leader_replicas": None,
+            "last_known_elr": None,
+        }
+        for _, p in sorted(topic.partitions.items())
+    ]
+
+
+def topic_entry(topic: TopicImage) -> dict[str, Any]:
+    return {
+        "error_code": 0,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.name in INTERNAL_TOPICS,
+        "partitions": partition_entries(topic),
+        "topic_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+def error_topic(name: str | None, code: int, topic_id: uuid.UUID = ZERO_UUID) -> dict[str, Any]:
+    return {
+        "error_code": code,
+        "name": name,
+        "topic_id": topic_id,
+        "is_internal": False,
+        "partitions": [],
+        "topic_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def handle_metadata(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+    image = broker.image
+    version = ctx.api_version
+    requested = req.topics
+    if version == 0 and requested is not None and len(requested) == 0:
+        requested = None  # v0: an empty list means all topics
+    allow_auto_create = getattr(req, "allow_auto_topic_creation", True)
+    topics: list[dict[str, Any]] = []
+    if requested is None:
+        topics = [topic_entry(t) for _, t in sorted(image.topics_by_name.items())]
+    else:
+        to_create: list[str] = []
+        for t in requested:
+            name = getattr(t, "name", None)
+            topic_id = getattr(t, "topic_id", None)
+            if name is None and topic_id is not None and topic_id != ZERO_UUID:
+                found = image.topics_by_id.get(topic_id)
+                topics.append(
+                    topic_entry(found) if found else error_topic(None, E.UNKNOWN_TOPIC_ID, topic_id)
+                )
+                continue
+            if name is None:
+                topics.append(error_topic(None, E.INVALID_REQUEST))
+                continue
+            found = image.topics_by_name.get(name)
+            if found is not None:
+                topics.append(topic_entry(found))
+            elif validate_topic_name(name) is not None:
+                topics.append(error_topic(name, E.INVALID_TOPIC_EXCEPTION))
+            elif allow_auto_create and broker.config.get("auto.create.topics.enable"):
+                to_create.append(name)
+                topics.append({"name": name})  # filled in below
+            else:
+                topics.append(error_topic(name, E.UNKNOWN_TOPIC_OR_PARTITION))
+        if to_create:
+            results = await create_topics(
+                broker, [NewTopic(n, -1, -1, {}, {}) for n in to_create], validate_only=False
+            )
+            image = broker.image
+            for i, entry in enumerate(topics):
+                if len(entry) == 1 and "name" in entry:
+                    name = entry["name"]
+                    res = results[name]
+                    found = image.topics_by_name.get(name)
+                    if res.error_code in (0, 36) and found is not None:
+                        topics[i] = topic_entry(found)
+                    else:
+                        topics[i] = error_topic(name, res.error_code or E.LEADER_NOT_AVAILABLE)
+    return {
+        "brokers": brokers_for(image, ctx.listener),
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "topics": topics,
+        "cluster_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
+        "error_code": 0,
+    }
+
+
+async def handle_describe_cluster(
+    broker: "Broker", ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    endpoint_type = getattr(req, "endpoint_type", 1)
+    if endpoint_type not in (1,):
+        return {
+            "error_code": E.UNSUPPORTED_VERSION if endpoint_type == 2 else E.INVALID_REQUEST,
+            "error_message": "odradek serves only broker endpoints (endpoint_type=1) for now",
+            "endpoint_type": endpoint_type,
+            "cluster_id": broker.cluster_id,
+            "controller_id": -1,
+            "brokers": [],
+            "cluster_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
+        }
+    return {
+        "error_code": 0,
+        "error_message": None,
+        "endpoint_type": 1,
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.node_id,
+        "brokers": brokers_for(broker.image, ctx.listener),
+        "cluster_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
+    }
+
+
+async def handle_describe_topic_partitions(
+    broker: "Broker", ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    image = broker.image
+    limit = max(1, min(req.response_partition_limit, 2000))
+    names = sorted({t.name for t in req.topics}) if req.topics else sorted(image.topics_by_name)
+    cursor = req.cursor
+    if cursor is not None:
+        names = [n for n in names if n >= cursor.topic_name]
+    out: list[dict[str, Any]] = []
+    budget = limit
+    next_cursor = None
+    for name in names:
+        topic = image.topics_by_name.get(name)
+        if topic is None:
+            out.append(error_topic(name, E.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        entry = topic_entry(topic)
+        parts = entry["partitions"]
+        if cursor is not None and name == cursor.topic_name:
+            parts = [p for p in parts if p["partition_index"] >= cursor.partition_index]
+        if budget <= 0:
+            next_cursor = {"topic_name": name, "partition_index": parts[0]["partition_index"] if parts else 0}
+            break
+        if len(parts) > budget:
+            next_cursor = {"topic_name": name, "partition_index": parts[budget]["partition_index"]}
+            parts = parts[:budget]
+        entry["partitions"] = parts
+        out.append(entry)
+        budget -= len(parts)
+        if next_cursor is not None:
+            break
+    return {"topics": out, "next_cursor": next_cursor}
+
+
+HANDLERS = {
+    api.ApiKey.METADATA: handle_metadata,
+    api.ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    api.ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
+}

@@ -1,0 +1,104 @@
+"""Produce: validate record batches as bytes and append them to partition logs.
+
+No record is decoded here: the batch headers are checked (magic, lengths, CRC)
+and the bytes go to the log with base offset and leader epoch patched in place.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ...protocol import api
+from ...protocol.records import InvalidRecords, validate_produce_records
+from ..context import RequestContext
+from . import errors as E
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+def _partition_error(index: int, code: int, message: str | None = None) -> dict[str, Any]:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": -1,
+        "log_append_time": None,
+        "log_start_offset": -1,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+    acks = req.acks
+    rm = broker.replica_manager
+    node_id = broker.node_id
+    responses = []
+    for topic in req.topic_data:
+        name = topic.name
+        parts = []
+        for pd in topic.partition_data:
+            index = pd.index
+            if acks not in (0, 1, -1):
+                parts.append(_partition_error(index, E.INVALID_REQUIRED_ACKS))
+                continue
+            part = rm.partitions.get((name, index))
+            if part is None:
+                parts.append(_partition_error(index, E.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            if part.leader != node_id:
+                parts.append(_partition_error(index, E.NOT_LEADER_OR_FOLLOWER))
+                continue
+            plog = part.log
+            records = pd.records
+            if not records:
+                parts.append(_partition_error(index, E.CORRUPT_MESSAGE, "empty record set"))
+                continue
+            buf = bytearray(records)
+            try:
+                headers = validate_produce_records(buf, plog.config.max_message_bytes)
+            except InvalidRecords as e:
+                parts.append(_partition_error(index, e.error_code, e.message))
+                continue
+            if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
+                parts.append(
+                    _partition_error(
+                        index,
+                        E.NOT_ENOUGH_REPLICAS,
+                        f"The size of the current ISR {list(part.isr)} is insufficient to "
+                        f"satisfy the min.isr requirement of {plog.config.min_insync_replicas}",
+                    )
+                )
+                continue
+            try:
+                info = plog.append_as_leader(buf, headers, part.leader_epoch)
+            except OSError as e:
+                log.error("append to %s-%d failed: %s", name, index, e)
+                parts.append(_partition_error(index, E.KAFKA_STORAGE_ERROR, str(e)))
+                continue
+            # One replica in the ISR: the high watermark follows the log end offset.
+            plog.high_watermark = plog.log_end_offset
+            rm.purgatory.notify((name, index))
+            parts.append(
+                {
+                    "index": index,
+                    "error_code": 0,
+                    "base_offset": info.first_offset,
+                    "log_append_time": info.log_append_time_ms
+                    if info.log_append_time_ms >= 0
+                    else None,
+                    "log_start_offset": info.log_start_offset,
+                    "record_errors": [],
+                    "error_message": None,
+                }
+            )
+        responses.append({"name": name, "partition_responses": parts})
+    if acks == 0:
+        return None
+    return {"responses": responses}
+
+
+HANDLERS = {api.ApiKey.PRODUCE: handle_produce}

@@ -1,0 +1,43 @@
+"""InitProducerId for idempotent producers.
+
+Producer ids come from blocks recorded in the metadata log, so they stay unique
+across restarts. A producer that sends its current id and epoch (KIP-360)
+gets the epoch bumped; at the epoch's limit it gets a new id. Transactional ids
+need the transaction coordinator, which is not built yet: they are answered
+with COORDINATOR_NOT_AVAILABLE.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...protocol import api
+from ...protocol.entities import ms
+from ..context import RequestContext
+from . import errors as E
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+MAX_EPOCH = 32767
+
+
+async def handle_init_producer_id(
+    broker: "Broker", ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    if req.transactional_id is not None:
+        return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
+    timeout_ms = ms(req.transaction_timeout)
+    if timeout_ms < 0:
+        return {"error_code": E.INVALID_TRANSACTION_TIMEOUT, "producer_id": -1,
+                "producer_epoch": -1}
+    producer_id = getattr(req, "producer_id", -1)
+    epoch = getattr(req, "producer_epoch", -1)
+    if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
+        return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch + 1}
+    async with broker.metadata_lock:
+        new_id = broker.next_producer_id()
+    return {"error_code": 0, "producer_id": new_id, "producer_epoch": 0}
+
+
+HANDLERS = {api.ApiKey.INIT_PRODUCER_ID: handle_init_producer_id}

@@ -1,0 +1,106 @@
+"""The replica manager: this node's partitions and the logs behind them.
+
+It follows the metadata image: a partition whose replicas include this node
+gets a log (created in the log dir with the fewest partitions); a removed topic
+loses its logs; a topic config change reaches its logs. Produce and fetch go
+through here, so this is where the high watermark moves: with a single replica
+in the ISR, the high watermark is the log end offset after each append.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..metadata import image as img
+from ..metadata import records as R
+from ..storage.log import PartitionLog
+from ..storage.log_config import LogConfig
+from ..storage.log_manager import LogManager
+from .purgatory import FetchPurgatory
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Partition:
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    log: PartitionLog
+    leader_epoch: int
+    leader: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    extra: dict[str, object] = field(default_factory=dict)
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        node_id: int,
+        log_manager: LogManager,
+        log_config_for: Callable[[img.MetadataImage, str], LogConfig],
+    ) -> None:
+        self.node_id = node_id
+        self.log_manager = log_manager
+        self.log_config_for = log_config_for
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.purgatory = FetchPurgatory()
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    # -- following the metadata image -----------------------------------------
+
+    def on_metadata(
+        self, old: img.MetadataImage, new: img.MetadataImage, records: list[R.MetadataRecord]
+    ) -> None:
+        # Topics that went away.
+        for tid, topic in old.topics_by_id.items():
+            if tid not in new.topics_by_id:
+                for p in topic.partitions:
+                    part = self.partitions.pop((topic.name, p), None)
+                    if part is not None:
+                        self.log_manager.delete(topic.name, p)
+                        self.purgatory.notify((topic.name, p))
+                log.info("deleted topic %s (%s)", topic.name, tid)
+        # Topics and partitions that appeared or changed.
+        changed_configs = {
+            r["resource_name"]
+            for r in records
+            if r["type"] == R.CONFIG and r["resource_type"] == R.RESOURCE_TOPIC
+        }
+        for name, topic in new.topics_by_name.items():
+            before = old.topics_by_name.get(name)
+            if before is topic and name not in changed_configs:
+                continue
+            config = self.log_config_for(new, name)
+            for p, pimg in topic.partitions.items():
+                key = (name, p)
+                part = self.partitions.get(key)
+                if self.node_id not in pimg.replicas:
+                    continue
+                if part is None:
+                    plog = self.log_manager.get_or_create(name, p, topic.topic_id, config)
+                    self.partitions[key] = Partition(
+                        name, p, topic.topic_id, plog, pimg.leader_epoch, pimg.leader,
+                        pimg.isr, pimg.replicas,
+                    )
+                else:
+                    part.leader_epoch = pimg.leader_epoch
+                    part.leader = pimg.leader
+                    part.isr = pimg.isr
+                    part.replicas = pimg.replicas
+                    if name in changed_configs:
+                        part.log.update_config(config)
+
+    def load_from_image(self, image: img.MetadataImage) -> None:
+        self.on_metadata(img.MetadataImage(), image, [])
+
+    def shutdown(self) -> None:
+        self.log_manager.shutdown()
