@@ -48,8 +48,7 @@ class Broker:
         self.connections: set[KafkaConnection] = set()
         self.started_ms = int(time.time() * 1000)
         self.log_dirs: list[Path] = list(config.log_dirs)
-        metadata_dir = config.get("metadata.log.dir")
-        self.metadata_dir = Path(metadata_dir) if metadata_dir else self.log_dirs[0]
+        self.metadata_dir = config.metadata_log_dir
         self.cluster_id = _find_or_make_cluster_id(self.log_dirs, config.get("cluster.id"))
         self.default_log_config: LogConfig = config.log_config()
         self.log_manager = LogManager(
@@ -118,7 +117,7 @@ class Broker:
                 "listener": ep.name,
                 "host": ep.host,
                 "port": ep.port,
-                "security_protocol": ep.security_protocol,
+                "security_protocol": self.config.security_protocol(ep.name),
             }
             for ep in self.config.advertised_listeners
         ]

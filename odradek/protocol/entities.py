@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping, get_args, get_origin
 
 from kio.schema.errors import ErrorCode
 
+_EMPTY_TUPLE: tuple[()] = ()
 _EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
 _ERROR_CODES: dict[int, ErrorCode] = {e.value: e for e in ErrorCode}
 
@@ -87,7 +88,7 @@ def _plan(cls: Any) -> _Plan:
         elif f.default_factory is not MISSING:
             default = f.default_factory()
         elif is_tuple:
-            default = ()
+            default = _EMPTY_TUPLE  # absent arrays are sent empty
         else:
             default = MISSING
         plan.append((f.name, conv, nested, is_tuple, default))
@@ -101,6 +102,9 @@ def build(cls: Any, data: Mapping[str, Any]) -> Any:
             value = data[name]
         elif default is MISSING:
             raise KeyError(f"{cls.__module__}.{cls.__name__} needs field {name!r}")
+        elif default is _EMPTY_TUPLE:
+            kwargs[name] = ()
+            continue
         else:
             continue
         if nested is not None and value is not None:

@@ -1,0 +1,93 @@
+import uuid
+
+from odradek.metadata import records as R
+from odradek.metadata.controller import Controller, NewTopic
+from odradek.metadata.image import MetadataImage, apply
+
+
+def _controller():
+    return Controller(3, 1, lambda configs: "bad" if "bad.key" in configs else None)
+
+
+def _image_with_broker():
+    return apply(MetadataImage(), [R.register_broker_record(
+        1, [{"listener": "PLAINTEXT", "host": "127.0.0.1", "port": 9092,
+             "security_protocol": "PLAINTEXT"}], None)], 0)
+
+
+def test_create_topic_records_build_the_image():
+    c = _controller()
+    image = _image_with_broker()
+    results, records = c.create_topics(image, [NewTopic("t", -1, -1, {}, {"retention.ms": "5"})], False)
+    assert results["t"].error_code == 0 and results["t"].num_partitions == 3
+    new = apply(image, records, 5)
+    topic = new.topics_by_name["t"]
+    assert sorted(topic.partitions) == [0, 1, 2]
+    assert topic.partitions[0].replicas == (1,) and topic.partitions[0].leader == 1
+    assert new.topic_configs("t") == {"retention.ms": "5"}
+    assert new.topics_by_id[topic.topic_id] is topic
+    # the old image is untouched
+    assert "t" not in image.topics_by_name
+
+
+def test_create_topic_errors():
+    c = _controller()
+    image = _image_with_broker()
+    _, records = c.create_topics(image, [NewTopic("t", 1, 1, {}, {})], False)
+    image = apply(image, records, 1)
+    cases = [
+        (NewTopic("t", 1, 1, {}, {}), 36),
+        (NewTopic("bad name", 1, 1, {}, {}), 17),
+        (NewTopic("u", 0, 1, {}, {}), 37),
+        (NewTopic("u", 1, 2, {}, {}), 38),
+        (NewTopic("u", 1, 1, {}, {"bad.key": "1"}), 40),
+    ]
+    for topic, code in cases:
+        results, recs = c.create_topics(image, [topic], False)
+        assert results[topic.name].error_code == code, topic
+        assert recs == []
+
+
+def test_delete_topic_removes_it_and_its_configs():
+    c = _controller()
+    image = _image_with_broker()
+    _, records = c.create_topics(image, [NewTopic("t", 1, 1, {}, {"retention.ms": "1"})], False)
+    image = apply(image, records, 1)
+    by_name, _, records = c.delete_topics(image, ["t", "nope"], [])
+    assert by_name["t"].error_code == 0 and by_name["nope"].error_code == 3
+    image = apply(image, records, 2)
+    assert image.topics_by_name == {} and image.topic_configs("t") == {}
+
+
+def test_incremental_alter_configs_set_delete_append():
+    c = _controller()
+    image = _image_with_broker()
+    _, records = c.create_topics(image, [NewTopic("t", 1, 1, {}, {})], False)
+    image = apply(image, records, 1)
+    results, records = c.incremental_alter_configs(
+        image, [(2, "t", [("retention.ms", 0, "10"), ("cleanup.policy", 2, "compact")])], False)
+    assert results[0].error_code == 0
+    image = apply(image, records, 2)
+    assert image.topic_configs("t") == {"retention.ms": "10", "cleanup.policy": "compact"}
+    results, records = c.incremental_alter_configs(image, [(2, "t", [("retention.ms", 1, None)])], False)
+    image = apply(image, records, 3)
+    assert image.topic_configs("t") == {"cleanup.policy": "compact"}
+    results, _ = c.incremental_alter_configs(image, [(2, "nope", [])], False)
+    assert results[0].error_code == 3
+
+
+def test_create_partitions_grows_only():
+    c = _controller()
+    image = _image_with_broker()
+    _, records = c.create_topics(image, [NewTopic("t", 2, 1, {}, {})], False)
+    image = apply(image, records, 1)
+    results, records = c.create_partitions(image, [("t", 1, None)], False)
+    assert results["t"].error_code == 37 and records == []
+    results, records = c.create_partitions(image, [("t", 5, None)], False)
+    image = apply(image, records, 2)
+    assert sorted(image.topics_by_name["t"].partitions) == [0, 1, 2, 3, 4]
+
+
+def test_records_round_trip_json():
+    rec = R.topic_record("a", str(uuid.uuid4()))
+    assert R.decode(R.encode(rec)) == rec
