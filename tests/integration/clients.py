@@ -218,7 +218,7 @@ def kp_producer(bootstrap: str, **conf: Any) -> Any:
     from kafka import KafkaProducer
 
     base = dict(bootstrap_servers=bootstrap, request_timeout_ms=10000, max_block_ms=10000,
-                linger_ms=5, api_version_auto_timeout_ms=10000, retry_backoff_ms=100)
+                linger_ms=5, retry_backoff_ms=100)
     return KafkaProducer(**{**base, **conf})
 
 
@@ -242,8 +242,7 @@ def kp_consumer(bootstrap: str, **conf: Any) -> Any:
 
     base = dict(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
                 auto_offset_reset="earliest", request_timeout_ms=10000,
-                fetch_max_wait_ms=100, api_version_auto_timeout_ms=10000,
-                consumer_timeout_ms=1000)
+                fetch_max_wait_ms=100, consumer_timeout_ms=1000)
     return KafkaConsumer(**{**base, **conf})
 
 
@@ -358,7 +357,9 @@ def produce(client: str, bootstrap: str, topic: str, records: Iterable[Out],
     if client == "kafka-python":
         return [(m.partition, m.offset) for m in kp_produce(bootstrap, topic, records, **conf)]
     if client == "aiokafka":
-        return [(m.partition, m.offset) for m in aio_produce(bootstrap, topic, records, **conf)]
+        # aiokafka resolves acks=0 sends to None: no partition or offset known.
+        return [(-1, -1) if m is None else (m.partition, m.offset)
+                for m in aio_produce(bootstrap, topic, records, **conf)]
     raise ValueError(client)
 
 
