@@ -64,9 +64,9 @@ decodes each block on its own); zstd is a zstd frame.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Iterator, Sequence
 
 import cramjam
 from crc32c import crc32c
@@ -427,6 +427,7 @@ _LZ4_BLOCK_BYTES = 64 * 1024
 _LZ4_UNCOMPRESSED_FLAG = 0x80000000
 _LZ4_END_MARK = b"\x00\x00\x00\x00"
 _UINT32_LE = struct.Struct("<I")
+_CODEC_ERRORS = (cramjam.DecompressionError, ValueError, OverflowError, OSError)
 
 
 def compress(data: bytes | bytearray | memoryview, codec: int) -> bytes:
@@ -483,7 +484,7 @@ def decompress(
         return _bounded_decompress(module, data, max_decompressed_bytes)
     except InvalidRecords:
         raise
-    except Exception as exc:  # cramjam raises its own DecompressionError and others
+    except _CODEC_ERRORS as exc:
         raise InvalidRecords(CORRUPT_MESSAGE, f"cannot decompress records: {exc}") from exc
 
 
@@ -496,7 +497,7 @@ def _bounded_decompress(module: object, data: bytes | bytearray | memoryview, bo
             n = module.decompress_into(data, out)  # type: ignore[attr-defined]
             if n < capacity or capacity == bound:
                 return bytes(out[:n])
-        except Exception:
+        except _CODEC_ERRORS:
             if capacity >= bound:
                 raise InvalidRecords(
                     CORRUPT_MESSAGE,
