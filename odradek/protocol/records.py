@@ -325,7 +325,7 @@ def _check_client_header(header: BatchHeader, allow_control: bool) -> None:
         )
     if header.is_control and not allow_control:
         raise InvalidRecords(INVALID_RECORD, "clients are not allowed to write control records")
-    if header.producer_id >= 0 and header.base_sequence < 0:
+    if header.producer_id >= 0 and header.base_sequence < 0 and not header.is_control:
         raise InvalidRecords(INVALID_RECORD, "idempotent record batch has no sequence number")
 
 
@@ -578,9 +578,11 @@ def build_batch(
 ) -> bytes:
     """Encode ``records`` as one v2 batch (with a valid CRC).
 
-    A record's offset delta is ``record.offset - base_offset``; records with
-    offset -1 take the next offset after the previous record. Deltas must be
-    strictly increasing (gaps are allowed, as after compaction). ``max_timestamp``
+    If the first record's offset is below ``base_offset`` (e.g. -1, or 0 with a
+    larger base), records are numbered base_offset, base_offset + 1, ... and
+    their own offsets ignored. Otherwise each record's offset delta is
+    ``record.offset - base_offset``, strictly increasing (gaps are allowed, as
+    after compaction). ``max_timestamp``
     overrides the computed maximum (for LogAppendTime batches).
     """
     if not 0 <= compression <= Compression.ZSTD:
@@ -589,8 +591,9 @@ def build_batch(
     base_timestamp = records[0].timestamp if records else NO_TIMESTAMP
     computed_max_timestamp = NO_TIMESTAMP
     previous_delta = -1
+    sequential = bool(records) and records[0].offset < base_offset
     for record in records:
-        delta = previous_delta + 1 if record.offset < 0 else record.offset - base_offset
+        delta = previous_delta + 1 if sequential else record.offset - base_offset
         if delta <= previous_delta or delta > INT32_MAX:
             raise ValueError(f"record offset {record.offset} out of order for base {base_offset}")
         _encode_record(body, record, delta, base_timestamp)
