@@ -23,14 +23,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from odradek.config import (
+from odradek.broker_config_defs import (
     BROKER_CONFIGS,
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
     MIN_SEGMENT_BYTES,
     TIMESTAMP_TYPES,
-    BrokerConfig,
 )
+from odradek.config import BrokerConfig
 from odradek.configdef import (
     LONG_MAX,
     ConfigDef,
