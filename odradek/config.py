@@ -57,6 +57,7 @@ __all__ = [
     "BrokerConfig",
     "ConfigError",
     "Endpoint",
+    "QuorumVoter",
     "parse_properties",
 ]
 
@@ -202,6 +203,24 @@ def parse_endpoints(key: str, text: str,
     return endpoints
 
 
+class QuorumVoter(NamedTuple):
+    """One entry of controller.quorum.voters."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+_HOST_PORT_RE = re.compile(r"\A\[?([0-9a-zA-Z\-%._:]+?)\]?:([0-9]+)\Z")
+
+
+def _host_port(text: str) -> tuple[str, int] | None:
+    match = _HOST_PORT_RE.match(text.strip())
+    if match is None or int(match.group(2)) > 65535:
+        return None
+    return match.group(1), int(match.group(2))
+
+
 def parse_protocol_map(text: str) -> dict[str, str]:
     key = "listener.security.protocol.map"
     result: dict[str, str] = {}
@@ -296,6 +315,7 @@ class BrokerConfig:
 
     def _check_cross_key_rules(self) -> None:
         """Rules that involve more than one key. Parsing the listeners validates them."""
+        self._check_roles_and_quorum()
         listeners = self.listeners
         if not listeners:
             raise ConfigError("listeners", "at least one listener is required",
@@ -329,6 +349,24 @@ class BrokerConfig:
         if len(self.log_dirs) != len(set(self.log_dirs)):
             key = self._log_dirs_key
             raise ConfigError(key, "duplicate log directory", self.get(key))
+
+    def _check_roles_and_quorum(self) -> None:
+        roles = self.get("process.roles")
+        if not roles or len(roles) != len(set(roles)):
+            raise ConfigError("process.roles", "must be 'broker', 'controller' or "
+                              "'broker,controller', each at most once", ",".join(roles))
+        voters = self.quorum_voters  # parses, so a bad entry is reported here
+        self.quorum_bootstrap_servers  # noqa: B018 - same: parse to validate
+        if "controller" in self.process_roles:
+            if voters and self.node_id not in {v.node_id for v in voters}:
+                raise ConfigError("controller.quorum.voters", f"node.id {self.node_id} "
+                                  "has the controller role, so it must be one of the voters",
+                                  ",".join(self.get("controller.quorum.voters")))
+            names = self.controller_listener_names
+            if names and not names & {e.name for e in self.listeners}:
+                raise ConfigError("controller.listener.names", "a node with the controller "
+                                  "role must listen on at least one of these listeners",
+                                  self.get("controller.listener.names"))
 
     def check_log_dirs(self) -> None:
         """Create missing log dirs and prove each is a writable directory.
@@ -409,6 +447,35 @@ class BrokerConfig:
     def listeners(self) -> list[Endpoint]:
         return parse_endpoints("listeners", str(self.values["listeners"]),
                                self.listener_security_protocol_map)
+
+    @property
+    def quorum_voters(self) -> list[QuorumVoter]:
+        """controller.quorum.voters parsed: `id@host:port`, IPv6 hosts in brackets."""
+        voters: list[QuorumVoter] = []
+        for item in self.get("controller.quorum.voters"):
+            node_id, sep, address = item.partition("@")
+            parsed = _host_port(address) if sep and node_id.isdigit() else None
+            if parsed is None:
+                raise ConfigError("controller.quorum.voters", f"'{item}' is not "
+                                  "id@host:port", ",".join(self.get("controller.quorum.voters")))
+            voters.append(QuorumVoter(int(node_id), *parsed))
+        if len({v.node_id for v in voters}) != len(voters):
+            raise ConfigError("controller.quorum.voters", "a voter id appears twice",
+                              ",".join(self.get("controller.quorum.voters")))
+        return voters
+
+    @property
+    def quorum_bootstrap_servers(self) -> list[tuple[str, int]]:
+        """controller.quorum.bootstrap.servers parsed as (host, port) pairs."""
+        servers: list[tuple[str, int]] = []
+        for item in self.get("controller.quorum.bootstrap.servers"):
+            parsed = _host_port(item)
+            if parsed is None:
+                raise ConfigError("controller.quorum.bootstrap.servers", f"'{item}' is not "
+                                  "host:port",
+                                  ",".join(self.get("controller.quorum.bootstrap.servers")))
+            servers.append(parsed)
+        return servers
 
     @property
     def controller_listener_names(self) -> frozenset[str]:

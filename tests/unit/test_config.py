@@ -12,6 +12,7 @@ from odradek.config import (
     BrokerConfig,
     ConfigError,
     Endpoint,
+    QuorumVoter,
     parse_overrides,
     parse_properties,
 )
@@ -480,3 +481,44 @@ def test_metadata_log_dir_is_checked_too(tmp_path: Path) -> None:
 def test_java_double_formatting() -> None:
     assert [java_double(v) for v in (0.5, 1.0, 1e7, 1.7976931348623157e308, 5e-4)] == [
         "0.5", "1.0", "1.0E7", "1.7976931348623157E308", "5.0E-4"]
+
+
+# ---- roles and the controller quorum ----------------------------------------------------
+
+
+def test_quorum_voters_and_bootstrap_servers_are_parsed() -> None:
+    c = cfg(controller_quorum_voters="1@127.0.0.1:9093, 2@[::1]:9094",
+            controller_quorum_bootstrap_servers="a.example:9093")
+    assert c.quorum_voters == [QuorumVoter(1, "127.0.0.1", 9093), QuorumVoter(2, "::1", 9094)]
+    assert c.quorum_bootstrap_servers == [("a.example", 9093)]
+    assert cfg().quorum_voters == []
+
+
+@pytest.mark.parametrize("voters", ["1@host", "x@host:1", "1:host:1", "1@h:1,1@h:2",
+                                    "1@h:99999"])
+def test_bad_quorum_voters_name_the_key(voters: str) -> None:
+    assert error_for({"controller.quorum.voters": voters}).key == "controller.quorum.voters"
+
+
+def test_bad_bootstrap_server_names_the_key() -> None:
+    err = error_for({"controller.quorum.bootstrap.servers": "nohostport"})
+    assert err.key == "controller.quorum.bootstrap.servers"
+
+
+def test_a_controller_must_be_one_of_the_voters() -> None:
+    err = error_for({"node.id": "1", "controller.quorum.voters": "2@h:9093"})
+    assert err.key == "controller.quorum.voters" and "node.id 1" in err.message
+    assert cfg(process_roles="broker", controller_quorum_voters="2@h:9093").node_id == 1
+
+
+@pytest.mark.parametrize("roles", ["", "broker,broker", "broker,zookeeper"])
+def test_bad_process_roles(roles: str) -> None:
+    assert error_for({"process.roles": roles}).key == "process.roles"
+
+
+def test_a_controller_listens_on_a_controller_listener() -> None:
+    err = error_for({"controller.listener.names": "CONTROLLER"})
+    assert err.key == "controller.listener.names"
+    c = cfg(listeners="PLAINTEXT://127.0.0.1:9092,CONTROLLER://127.0.0.1:9093",
+            controller_listener_names="CONTROLLER")
+    assert c.controller_listener_names == {"CONTROLLER"}
