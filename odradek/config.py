@@ -29,6 +29,7 @@ over `log.dir`; `node.id` and `broker.id` are one setting under two names.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
@@ -37,6 +38,7 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from odradek.broker_config_defs import (
@@ -301,7 +303,8 @@ class BrokerConfig:
         if not errors:
             try:
                 _resolve_node_id(values, originals)
-                config = cls(values, originals, ignored)
+                config = cls(MappingProxyType(values), MappingProxyType(originals),
+                             MappingProxyType(ignored))
                 config._check_cross_key_rules()
             except ConfigError as e:
                 errors.append(e)
@@ -379,9 +382,9 @@ class BrokerConfig:
             dirs.append(("metadata.log.dir", Path(str(self.get("metadata.log.dir")))))
         for key, directory in dirs:
             try:
+                if directory.exists() and not directory.is_dir():
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
                 directory.mkdir(parents=True, exist_ok=True)
-                if not directory.is_dir():
-                    raise NotADirectoryError(20, "Not a directory")
                 with tempfile.NamedTemporaryFile(dir=directory, prefix=".odradek-probe-"):
                     pass
             except OSError as e:

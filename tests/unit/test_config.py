@@ -259,6 +259,12 @@ def test_originals_and_is_set_remember_what_the_user_gave() -> None:
     assert c.originals == {"num.partitions": "3"}
 
 
+def test_config_cannot_be_changed_after_it_is_built() -> None:
+    c = cfg()
+    with pytest.raises(TypeError):
+        c.values["num.partitions"] = 9  # type: ignore[index]
+
+
 # ---- node.id / broker.id --------------------------------------------------------------
 
 
@@ -466,7 +472,7 @@ def test_log_dir_that_is_a_file_is_unusable(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         BrokerConfig.load(None, [f"log.dir={blocker}"])
     assert info.value.key == "log.dir"
-    assert "not usable" in info.value.message
+    assert "not usable: Not a directory" in info.value.message
 
 
 def test_metadata_log_dir_is_checked_too(tmp_path: Path) -> None:
