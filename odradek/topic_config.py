@@ -326,16 +326,18 @@ def describe_topic_config(broker: BrokerConfig,
         spec = TOPIC_CONFIGS[name]
         synonyms = _broker_synonyms(broker, spec.broker_synonyms)
         if name in topic_overrides:
-            value = spec.definition.parse(topic_overrides[name])
-            synonyms.insert(0, ConfigSynonym(name, format_value(spec.type, value),
-                                             ConfigSource.DYNAMIC_TOPIC_CONFIG))
+            try:
+                shown = format_value(spec.type, spec.definition.parse(topic_overrides[name]))
+            except ConfigError:  # validated when stored; never fail a describe over it
+                shown = topic_overrides[name]
+            synonyms.insert(0, ConfigSynonym(name, shown, ConfigSource.DYNAMIC_TOPIC_CONFIG))
         else:
-            value = topic_default(broker, name)
+            shown = format_value(spec.type, topic_default(broker, name))
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         sensitive = spec.definition.sensitive
         entries.append(ConfigEntry(
             name=name,
-            value=None if sensitive else format_value(spec.type, value),
+            value=None if sensitive else shown,
             source=source,
             read_only=False,
             is_sensitive=sensitive,

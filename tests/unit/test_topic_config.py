@@ -221,6 +221,12 @@ def test_describe_retention_from_broker_minutes() -> None:
                           ConfigSynonym("log.retention.hours", "168", DEFAULT)]
 
 
+def test_describe_shows_an_unparseable_stored_override_as_stored() -> None:
+    e = entry(describe_topic_config(broker(), {"segment.bytes": "junk", "bogus.key": "1"}),
+              "segment.bytes")
+    assert (e.value, e.source) == ("junk", TOPIC)
+
+
 def test_describe_key_without_broker_synonym() -> None:
     e = entry(describe_topic_config(broker(), {}), "remote.storage.enable")
     assert (e.value, e.source, e.synonyms) == ("false", DEFAULT, [])
