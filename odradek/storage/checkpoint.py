@@ -1,0 +1,112 @@
+"""Kafka's text checkpoint files, read and written atomically.
+
+File format (ASCII, ``\\n`` line ends)
+-------------------------------------
+::
+
+    0                         line 1: format version (always 0)
+    3                         line 2: number of entry lines that follow
+    orders 0 1234             entries: "<topic> <partition> <offset>"
+    orders 1 99
+    __consumer_offsets 7 5
+
+This is the layout of ``recovery-point-offset-checkpoint``,
+``replication-offset-checkpoint``, ``log-start-offset-checkpoint`` and
+``cleaner-offset-checkpoint`` in every log dir; ``leader-epoch-checkpoint``
+uses the same framing with "<epoch> <start offset>" entries, which the generic
+``read_checkpoint_lines`` / ``write_checkpoint_lines`` serve.
+
+Writes go to ``<name>.tmp``, are fsynced, renamed over the file, and the
+directory is fsynced, so a crash leaves either the old or the new file.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+CHECKPOINT_VERSION = 0
+# A checkpoint lists at most one line per partition in a log dir; anything
+# larger than this is a corrupt file, not a big broker.
+MAX_CHECKPOINT_ENTRIES = 10_000_000
+
+
+class CorruptCheckpoint(ValueError):
+    """The file does not follow the checkpoint format."""
+
+
+def write_checkpoint_lines(path: Path, lines: list[str], version: int = CHECKPOINT_VERSION) -> None:
+    """Atomically replace ``path`` with version, count and ``lines``."""
+    path = Path(path)
+    body = f"{version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(body)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def read_checkpoint_lines(path: Path, version: int = CHECKPOINT_VERSION) -> list[str] | None:
+    """The entry lines of ``path``, or None if it does not exist."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return None
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise CorruptCheckpoint(f"{path}: missing version or count line")
+    try:
+        found_version = int(lines[0])
+        count = int(lines[1])
+    except ValueError:
+        raise CorruptCheckpoint(f"{path}: malformed version or count line") from None
+    if found_version != version:
+        raise CorruptCheckpoint(f"{path}: unsupported checkpoint version {found_version}")
+    if not 0 <= count <= MAX_CHECKPOINT_ENTRIES or count != len(lines) - 2:
+        raise CorruptCheckpoint(f"{path}: expected {count} entries, found {len(lines) - 2}")
+    return lines[2:]
+
+
+def fsync_dir(dir: Path) -> None:
+    fd = os.open(dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class OffsetCheckpointFile:
+    """A ``<topic> <partition> <offset>`` checkpoint file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+
+    def write(self, offsets: Mapping[tuple[str, int], int]) -> None:
+        lines = []
+        for (topic, partition), offset in sorted(offsets.items()):
+            if not topic or any(c.isspace() for c in topic):
+                raise ValueError(f"topic name {topic!r} cannot be written to a checkpoint")
+            lines.append(f"{topic} {partition} {offset}")
+        write_checkpoint_lines(self.path, lines)
+
+    def read(self) -> dict[tuple[str, int], int]:
+        """Entries by (topic, partition); {} if the file does not exist."""
+        lines = read_checkpoint_lines(self.path)
+        if lines is None:
+            return {}
+        offsets: dict[tuple[str, int], int] = {}
+        for line in lines:
+            fields = line.split()
+            if len(fields) != 3:
+                raise CorruptCheckpoint(f"{self.path}: malformed entry {line!r}")
+            try:
+                offsets[(fields[0], int(fields[1]))] = int(fields[2])
+            except ValueError:
+                raise CorruptCheckpoint(f"{self.path}: malformed entry {line!r}") from None
+        return offsets

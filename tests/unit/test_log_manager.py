@@ -1,0 +1,121 @@
+"""LogManager: meta.properties, placement over log dirs, loading, deletion."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from odradek.protocol.records import Record, build_batch, validate_produce_records
+from odradek.storage.log import parse_kafka_uuid
+from odradek.storage.log_config import LogConfig
+from odradek.storage.log_manager import (
+    InconsistentBrokerMetadata,
+    LogManager,
+    parse_log_dir_name,
+    read_properties,
+)
+
+CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
+
+
+def _manager(dirs: list[Path], node_id: int = 1, cluster_id: str = CLUSTER_ID) -> LogManager:
+    manager = LogManager(dirs, LogConfig(), cluster_id, node_id)
+    manager.startup()
+    return manager
+
+
+def _produce(manager: LogManager, topic: str, partition: int, n: int = 3) -> None:
+    log = manager.get_or_create(topic, partition, uuid.uuid5(uuid.NAMESPACE_DNS, topic))
+    buf = bytearray(build_batch([Record(value=b"x") for _ in range(n)]))
+    log.append_as_leader(buf, validate_produce_records(buf, 10**6), 0)
+
+
+def test_meta_properties_written_in_kafka_format(tmp_path: Path) -> None:
+    manager = _manager([tmp_path / "d1"], node_id=5)
+    text = (tmp_path / "d1" / "meta.properties").read_text()
+    assert text.startswith("#")
+    properties = read_properties(tmp_path / "d1" / "meta.properties")
+    assert properties is not None
+    assert properties["node.id"] == "5"
+    assert properties["version"] == "1"
+    assert properties["cluster.id"] == CLUSTER_ID
+    assert parse_kafka_uuid(properties["directory.id"]) == manager.directory_ids[tmp_path / "d1"]
+    manager.shutdown()
+    # A restart keeps the same directory id.
+    again = _manager([tmp_path / "d1"], node_id=5)
+    assert again.directory_ids == manager.directory_ids
+
+
+def test_meta_properties_of_another_cluster_or_node_is_refused(tmp_path: Path) -> None:
+    _manager([tmp_path / "d1"], node_id=1).shutdown()
+    with pytest.raises(InconsistentBrokerMetadata):
+        _manager([tmp_path / "d1"], node_id=2)
+    with pytest.raises(InconsistentBrokerMetadata):
+        _manager([tmp_path / "d1"], node_id=1, cluster_id="other")
+
+
+def test_missing_directory_id_is_added(tmp_path: Path) -> None:
+    dir = tmp_path / "d1"
+    dir.mkdir()
+    (dir / "meta.properties").write_text(f"#old\nnode.id=1\nversion=1\ncluster.id={CLUSTER_ID}\n")
+    manager = _manager([dir])
+    properties = read_properties(dir / "meta.properties")
+    assert properties is not None and "directory.id" in properties
+    assert parse_kafka_uuid(properties["directory.id"]) == manager.directory_ids[dir]
+
+
+def test_new_partitions_go_to_the_dir_with_fewest_partitions(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2", tmp_path / "d3"]
+    manager = _manager(dirs)
+    placed = [manager.dir_of(manager.get_or_create("t", p, None)) for p in range(7)]
+    assert placed == [dirs[0], dirs[1], dirs[2], dirs[0], dirs[1], dirs[2], dirs[0]]
+    assert (dirs[1] / "t-1").is_dir()
+    # get_or_create returns the existing log
+    assert manager.get_or_create("t", 1, None) is manager.get("t", 1)
+
+
+def test_startup_loads_existing_logs_and_skips_special_dirs(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = _manager(dirs)
+    _produce(manager, "orders", 0, 3)
+    _produce(manager, "orders", 1, 5)
+    _produce(manager, "my-topic-v2", 10, 2)
+    manager.shutdown()
+    (dirs[0] / "__cluster_metadata-0").mkdir()
+    (dirs[0] / "orders-9-future").mkdir()
+    (dirs[1] / "orders-8-stray").mkdir()
+    (dirs[1] / "orders-7.0123abcd-delete").mkdir()
+    (dirs[1] / "not-a-partition").mkdir()
+    reloaded = _manager(dirs)
+    logs = {(log.topic, log.partition): log.log_end_offset for log in reloaded.all_logs()}
+    assert logs == {("orders", 0): 3, ("orders", 1): 5, ("my-topic-v2", 10): 2}
+    assert reloaded.get("orders", 0).topic_id == uuid.uuid5(uuid.NAMESPACE_DNS, "orders")
+    assert not (dirs[1] / "orders-7.0123abcd-delete").exists()
+    assert (dirs[0] / "__cluster_metadata-0").exists()
+
+
+def test_same_partition_in_two_dirs_fails_startup(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    _manager(dirs).shutdown()
+    (dirs[0] / "t-0").mkdir()
+    (dirs[1] / "t-0").mkdir()
+    with pytest.raises(InconsistentBrokerMetadata):
+        _manager(dirs)
+
+
+def test_delete_removes_the_log_dir(tmp_path: Path) -> None:
+    manager = _manager([tmp_path / "d1"])
+    _produce(manager, "gone", 0)
+    manager.delete("gone", 0)
+    assert manager.get("gone", 0) is None
+    assert [p.name for p in (tmp_path / "d1").iterdir()] == ["meta.properties"]
+    manager.delete("gone", 0)  # idempotent
+
+
+def test_parse_log_dir_name() -> None:
+    assert parse_log_dir_name("a-b-12") == ("a-b", 12)
+    assert parse_log_dir_name("topic") is None
+    assert parse_log_dir_name("-3") is None
+    assert parse_log_dir_name("t-x") is None
