@@ -47,8 +47,7 @@ class KafkaConnection(asyncio.Protocol):
     # -- asyncio.Protocol -----------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:

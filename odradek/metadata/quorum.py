@@ -50,7 +50,7 @@ class MetadataQuorum:
         self.metadata_dir.mkdir(parents=True, exist_ok=True)
         config = LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1)
         self._log = PartitionLog.open(
-            self.metadata_dir, METADATA_TOPIC, 0, config, METADATA_TOPIC_ID
+            self.metadata_dir / f"{METADATA_TOPIC}-0", METADATA_TOPIC, 0, config, METADATA_TOPIC_ID
         )
         started = time.monotonic()
         image = img.MetadataImage()
