@@ -337,8 +337,9 @@ class TimeIndex(_IndexFile):
         return len(self._timestamps)
 
     def is_full(self) -> bool:
-        # One slot stays free for the final entry written when the segment rolls.
-        return self.entries >= self._max_entries - 1
+        # One slot stays free for the final entry written when the segment rolls
+        # (unless the index only has room for one entry at all).
+        return self.entries >= max(1, self._max_entries - 1)
 
     def _load_entries(self, data: bytes) -> None:
         previous_timestamp = NO_TIMESTAMP

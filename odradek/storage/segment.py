@@ -264,10 +264,13 @@ class LogSegment:
         self.next_offset = last.next_offset
 
     def _maybe_append_time_entry(self, final: bool = False) -> None:
-        if self.max_timestamp >= 0:
-            self.time_index.maybe_append(
-                self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=final
-            )
+        if self.max_timestamp < 0:
+            return
+        if final and self.time_index.entries >= self.time_index.max_entries:
+            return  # a one-entry index has no reserved slot; lookups stay correct
+        self.time_index.maybe_append(
+            self.max_timestamp, self.offset_of_max_timestamp, skip_full_check=final
+        )
 
     def indexes_full(self) -> bool:
         return self.offset_index.is_full() or self.time_index.is_full()

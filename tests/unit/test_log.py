@@ -7,6 +7,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from odradek.protocol.records import (
     Record,
@@ -339,3 +341,103 @@ def test_delete_removes_the_directory(tmp_path: Path) -> None:
     _produce(log)
     log.delete()
     assert not (tmp_path / "orders-3").exists()
+
+
+# -- model-based property test ---------------------------------------------------------
+
+op_strategy = st.one_of(
+    st.tuples(
+        st.just("append"),
+        st.integers(min_value=1, max_value=4),  # records
+        st.integers(min_value=0, max_value=120),  # value bytes
+        st.integers(min_value=0, max_value=50),  # timestamp step (may repeat)
+    ),
+    st.tuples(st.just("reopen")),
+    st.tuples(st.just("truncate"), st.integers(min_value=0, max_value=200)),
+)
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    ops=st.lists(op_strategy, max_size=40),
+    segment_bytes=st.integers(min_value=100, max_value=3000),
+    index_interval_bytes=st.integers(min_value=1, max_value=500),
+    segment_index_bytes=st.sampled_from([16, 36, 96, 10_000]),
+)
+def test_log_matches_a_simple_model_through_appends_reopens_and_truncations(
+    tmp_path_factory: pytest.TempPathFactory,
+    ops: list[tuple],
+    segment_bytes: int,
+    index_interval_bytes: int,
+    segment_index_bytes: int,
+) -> None:
+    config = LogConfig(
+        segment_bytes=segment_bytes,
+        index_interval_bytes=index_interval_bytes,
+        segment_index_bytes=segment_index_bytes,
+    )
+    dir = tmp_path_factory.mktemp("model") / "orders-3"
+    log = _open(dir, config)
+    model: list[tuple[int, int, bytes]] = []  # (offset, timestamp, value) per record
+    batch_starts: list[int] = []
+    ts = 1000
+    for op in ops:
+        if op[0] == "append":
+            _, n, size, step = op
+            values = [bytes([len(model) % 251]) * size for _ in range(n)]
+            buf = bytearray(
+                build_batch([Record(-1, ts + i, None, v) for i, v in enumerate(values)])
+            )
+            info = log.append_as_leader(buf, validate_produce_records(buf, 10**7), 1)
+            assert info.first_offset == len(model)
+            batch_starts.append(len(model))
+            model += [(info.first_offset + i, ts + i, v) for i, v in enumerate(values)]
+            ts += step
+        elif op[0] == "reopen":
+            log.close()
+            log = _open(dir, config)
+        else:
+            target = op[1]
+            if target < len(model):
+                cut = max(b for b in batch_starts if b <= target)
+                log.set_high_watermark(log.log_end_offset)
+                log.truncate_to(target)
+                model = model[:cut]
+                batch_starts = [b for b in batch_starts if b < cut]
+        assert log.log_end_offset == len(model)
+    got = [(r.offset, r.timestamp, r.value) for r in _consume_all(log, max_bytes=200)]
+    assert got == model
+    for probe in {1000, ts - 1, ts, (1000 + ts) // 2}:
+        expected = next(((o, t) for o, t, _ in model if t >= probe), None)
+        assert log.offset_for_timestamp(probe) == expected
+    if model:
+        top = max(t for _, t, _ in model)
+        assert log.max_timestamp_offset() == next((o, t) for o, t, _ in model if t == top)
+    log.close()
+
+
+def test_a_tear_at_any_byte_recovers_to_the_preceding_batch_boundary(tmp_path: Path) -> None:
+    config = LogConfig(index_interval_bytes=50)
+    source = tmp_path / "src" / "orders-3"
+    log = _open(source, config)
+    for i in range(4):
+        _produce(log, 2, ts=1000 + i, value=bytes([i]) * 20)
+    log.close()
+    data = (source / "00000000000000000000.log").read_bytes()
+    boundaries = [h.position + h.size for h in iter_batch_headers(data)]
+    for cut in range(0, len(data), 7):
+        dir = tmp_path / f"cut{cut}" / "orders-3"
+        dir.mkdir(parents=True)
+        (dir / "00000000000000000000.log").write_bytes(data[:cut])
+        (dir / "00000000000000000000.index").write_bytes(
+            (source / "00000000000000000000.index").read_bytes()
+        )
+        reopened = _open(dir, config)
+        kept_batches = sum(1 for b in boundaries if b <= cut)
+        assert reopened.size_bytes() == (boundaries[kept_batches - 1] if kept_batches else 0)
+        assert reopened.log_end_offset == 2 * kept_batches
+        assert len(_consume_all(reopened)) == reopened.log_end_offset
+        assert _produce(reopened, 1).first_offset == reopened.log_end_offset - 1
+        reopened.close()

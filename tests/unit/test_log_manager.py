@@ -91,7 +91,9 @@ def test_startup_loads_existing_logs_and_skips_special_dirs(tmp_path: Path) -> N
     reloaded = _manager(dirs)
     logs = {(log.topic, log.partition): log.log_end_offset for log in reloaded.all_logs()}
     assert logs == {("orders", 0): 3, ("orders", 1): 5, ("my-topic-v2", 10): 2}
-    assert reloaded.get("orders", 0).topic_id == uuid.uuid5(uuid.NAMESPACE_DNS, "orders")
+    orders_0 = reloaded.get("orders", 0)
+    assert orders_0 is not None
+    assert orders_0.topic_id == uuid.uuid5(uuid.NAMESPACE_DNS, "orders")
     assert not (dirs[1] / "orders-7.0123abcd-delete").exists()
     assert (dirs[0] / "__cluster_metadata-0").exists()
 

@@ -102,12 +102,13 @@ def test_read_returns_whole_batches_from_the_one_holding_the_offset(tmp_path: Pa
     segment = _new_segment(tmp_path)
     written = _fill(segment, 10, records_per_batch=3)
     sizes = [h.size for h in iter_batch_headers(written)]
-    position, data = segment.read(4, max_bytes=10**6)  # offset 4 is inside batch 1 (3..5)
-    assert position == sizes[0]
-    assert data == written[sizes[0] :]
+    # offset 4 is inside batch 1 (offsets 3..5)
+    assert segment.read(4, max_bytes=10**6) == (sizes[0], written[sizes[0] :])
     # max_bytes cuts at a batch boundary
-    position, data = segment.read(4, max_bytes=sizes[1] + sizes[2] + 5)
-    assert data == written[sizes[0] : sizes[0] + sizes[1] + sizes[2]]
+    assert segment.read(4, max_bytes=sizes[1] + sizes[2] + 5) == (
+        sizes[0],
+        written[sizes[0] : sizes[0] + sizes[1] + sizes[2]],
+    )
     # nothing at or after offset 30
     assert segment.read(30, max_bytes=10**6) is None
 
