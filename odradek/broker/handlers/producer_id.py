@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ...protocol import api
-from ...protocol.entities import ms
 from ..context import RequestContext
 from . import errors as E
 
@@ -27,10 +26,8 @@ async def handle_init_producer_id(
 ) -> dict[str, Any]:
     if req.transactional_id is not None:
         return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
-    timeout_ms = ms(req.transaction_timeout)
-    if timeout_ms < 0:
-        return {"error_code": E.INVALID_TRANSACTION_TIMEOUT, "producer_id": -1,
-                "producer_epoch": -1}
+    # Without a transactional id the transaction timeout means nothing (clients
+    # send -1 or their default); Kafka ignores it too.
     producer_id = getattr(req, "producer_id", -1)
     epoch = getattr(req, "producer_epoch", -1)
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
