@@ -69,6 +69,10 @@ _Plan = list[tuple[str, Callable[[Any], Any] | None, Any, bool, Any]]
 
 def _nested_type(tp: Any) -> tuple[Any, bool]:
     """Return (dataclass type or None, is_tuple) for a field annotation."""
+    if get_origin(tp) is not tuple:  # unwrap `X | None`
+        args = [a for a in get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            tp = args[0]
     is_tuple = get_origin(tp) is tuple
     inner = get_args(tp)[0] if is_tuple else tp
     for candidate in (inner, *get_args(inner)):

@@ -105,3 +105,14 @@ def test_build_converts_error_codes_and_reports_missing_fields():
     assert entities.build(cls, {"throttle_time": 0}).results == ()
     with pytest.raises(KeyError):
         entities.build(api.response_class(api.ApiKey.INIT_PRODUCER_ID, 0), {"throttle_time": 0})
+
+
+def test_build_handles_nullable_arrays_of_structs():
+    cls = api.response_class(api.ApiKey.CREATE_TOPICS, 7)
+    entity = entities.build(cls, {"throttle_time": 0, "topics": [{
+        "name": "t", "topic_id": None, "error_code": 0, "error_message": None,
+        "num_partitions": 1,
+        "replication_factor": 1,
+        "configs": [{"name": "a", "value": "b", "read_only": False, "config_source": 5,
+                     "is_sensitive": False}]}]})
+    assert entity.topics[0].configs[0].name == "a"
