@@ -574,3 +574,32 @@ def api_versions_v0(bootstrap_or_wire: Any, correlation_id: int = 1) -> tuple[in
     finally:
         if isinstance(bootstrap_or_wire, str):
             w.close()
+
+
+def assert_broker_serves(bootstrap: str) -> None:
+    """The broker still answers a fresh raw connection and a real client."""
+    corr, err = api_versions_v0(bootstrap, correlation_id=4242)
+    assert (corr, err) == (4242, 0), f"ApiVersions v0 on a fresh connection: corr={corr} err={err}"
+    md = ck_admin(bootstrap).list_topics(timeout=10)
+    assert len(md.brokers) >= 1
+
+
+def watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
+    """(low, high) watermark offsets, asked of the broker (ListOffsets)."""
+    c = ck_consumer(bootstrap)
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
+    finally:
+        c.close()
+
+
+def answered_or_closed(w: "Wire", timeout: float = 10.0) -> bytes | None:
+    """Wait for the broker to answer (returns the first frame) or close the
+    connection (returns None). Fails if it does neither within ``timeout``."""
+    w.sock.settimeout(timeout)
+    try:
+        return w.read_frame()
+    except (socket.timeout, TimeoutError):
+        raise AssertionError(f"broker neither answered nor closed within {timeout}s") from None
+    finally:
+        w.sock.settimeout(w.timeout)

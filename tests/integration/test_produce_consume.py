@@ -38,6 +38,7 @@ from tests.integration.clients import (
     run,
     wait_for_topic,
     wait_until,
+    watermarks,
 )
 
 pytestmark = pytest.mark.timeout(120)
@@ -228,7 +229,7 @@ def test_topic_max_message_bytes_override(broker, topic_name):
         kp_produce(broker.bootstrap, topic_name, [Out(b"z" * 30_000)], retries=0,
                    max_request_size=5_000_000, enable_idempotence=False, acks=1)
     assert [r.value for r in ck_consume(broker.bootstrap, topic_name, 1)] == [ok]
-    lo, hi = _watermarks(broker.bootstrap, topic_name, 0)
+    lo, hi = watermarks(broker.bootstrap, topic_name, 0)
     assert (lo, hi) == (0, 1)
 
 
@@ -445,14 +446,6 @@ def test_aiokafka_long_poll(broker, topic_name):
 # offsets: by time, earliest / latest / max timestamp, watermarks
 # --------------------------------------------------------------------------
 
-def _watermarks(bootstrap: str, topic: str, partition: int) -> tuple[int, int]:
-    c = ck_consumer(bootstrap)
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, partition), timeout=10, cached=False)
-    finally:
-        c.close()
-
-
 def _timed_topic(bootstrap: str, topic: str) -> tuple[int, list[int]]:
     """Topic with 5 records in one batch whose timestamps are not monotonic."""
     create_topic(bootstrap, topic, 1)
@@ -570,11 +563,11 @@ def test_admin_list_offsets_empty_topic_and_unknown_partition(broker, topic_name
 
 def test_get_watermark_offsets(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 2)
-    assert _watermarks(broker.bootstrap, topic_name, 0) == (0, 0)
+    assert watermarks(broker.bootstrap, topic_name, 0) == (0, 0)
     ck_produce(broker.bootstrap, topic_name, [Out(b"x", partition=0) for _ in range(7)]
                + [Out(b"y", partition=1) for _ in range(3)])
-    assert _watermarks(broker.bootstrap, topic_name, 0) == (0, 7)
-    assert _watermarks(broker.bootstrap, topic_name, 1) == (0, 3)
+    assert watermarks(broker.bootstrap, topic_name, 0) == (0, 7)
+    assert watermarks(broker.bootstrap, topic_name, 1) == (0, 3)
     # A consumer that has fetched also knows them (cached from fetch responses).
     c = ck_consumer(broker.bootstrap)
     try:
