@@ -111,7 +111,9 @@ def build(cls: Any, data: Mapping[str, Any]) -> Any:
             continue
         else:
             continue
-        if nested is not None and value is not None:
+        if value is None:
+            pass  # a null array, struct or string: kio writes the null marker
+        elif nested is not None:
             if is_tuple:
                 value = tuple(
                     item if isinstance(item, nested) else build(nested, item) for item in value

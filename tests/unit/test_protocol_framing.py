@@ -116,3 +116,16 @@ def test_build_handles_nullable_arrays_of_structs():
         "configs": [{"name": "a", "value": "b", "read_only": False, "config_source": 5,
                      "is_sensitive": False}]}]})
     assert entity.topics[0].configs[0].name == "a"
+
+
+def test_build_keeps_null_primitive_arrays():
+    cls = api.response_class(api.ApiKey.DESCRIBE_TOPIC_PARTITIONS, 0)
+    entity = entities.build(cls, {"throttle_time": 0, "next_cursor": None, "topics": [{
+        "error_code": 0, "name": "t", "topic_id": None, "is_internal": False,
+        "topic_authorized_operations": 0,
+        "partitions": [{"error_code": 0, "partition_index": 0, "leader_id": 1,
+                        "leader_epoch": 0, "replica_nodes": [1], "isr_nodes": [1],
+                        "eligible_leader_replicas": None, "last_known_elr": None,
+                        "offline_replicas": []}]}]})
+    assert entity.topics[0].partitions[0].eligible_leader_replicas is None
+    assert entity.topics[0].partitions[0].replica_nodes == (1,)
