@@ -29,7 +29,12 @@ from ..protocol.framing import (
 )
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
-from ..topic_config import effective_log_config, validate_topic_configs, InvalidConfig
+from ..topic_config import (
+    InvalidConfig,
+    describe_topic_config,
+    effective_log_config,
+    validate_topic_configs,
+)
 from .context import Handler, RequestContext
 from .handlers import HANDLERS
 from .network import CLOSE, KafkaConnection
@@ -59,6 +64,7 @@ class Broker:
             default_num_partitions=config.get("num.partitions"),
             default_replication_factor=config.get("default.replication.factor"),
             validate_configs=self._validate_topic_configs,
+            topic_config_default=self._topic_config_default,
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
         self.quorum.listeners.append(self.replica_manager.on_metadata)
@@ -74,6 +80,12 @@ class Broker:
             validate_topic_configs(configs)
         except InvalidConfig as e:
             return str(e)
+        return None
+
+    def _topic_config_default(self, name: str) -> str | None:
+        for entry in describe_topic_config(self.config, {}):
+            if entry.name == name:
+                return entry.value
         return None
 
     def _log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:

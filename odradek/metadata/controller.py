@@ -77,11 +77,14 @@ class Controller:
         default_num_partitions: int,
         default_replication_factor: int,
         validate_configs: Callable[[Mapping[str, str | None]], str | None],
+        topic_config_default: Callable[[str], str | None] = lambda name: None,
     ) -> None:
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         # returns an error message or None
         self.validate_configs = validate_configs
+        # the value a topic config has when the topic does not override it
+        self.topic_config_default = topic_config_default
         self._rr_start = 0
 
     # -- placement -------------------------------------------------------------
@@ -318,7 +321,10 @@ class Controller:
                 elif op == self.OP_DELETE:
                     new.pop(name, None)
                 elif op in (self.OP_APPEND, self.OP_SUBTRACT):
-                    items = [x for x in (new.get(name) or "").split(",") if x]
+                    base = new.get(name)
+                    if base is None and rtype == R.RESOURCE_TOPIC:
+                        base = self.topic_config_default(name)
+                    items = [x for x in (base or "").split(",") if x]
                     values = [x for x in (value or "").split(",") if x]
                     if op == self.OP_APPEND:
                         items += [v for v in values if v not in items]

@@ -91,3 +91,13 @@ def test_create_partitions_grows_only():
 def test_records_round_trip_json():
     rec = R.topic_record("a", str(uuid.uuid4()))
     assert R.decode(R.encode(rec)) == rec
+
+
+def test_incremental_append_starts_from_the_default():
+    c = Controller(1, 1, lambda configs: None, lambda name: "delete" if name == "cleanup.policy" else None)
+    image = _image_with_broker()
+    _, records = c.create_topics(image, [NewTopic("t", 1, 1, {}, {})], False)
+    image = apply(image, records, 1)
+    _, records = c.incremental_alter_configs(image, [(2, "t", [("cleanup.policy", 2, "compact")])], False)
+    image = apply(image, records, 2)
+    assert image.topic_configs("t") == {"cleanup.policy": "delete,compact"}

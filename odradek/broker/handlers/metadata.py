@@ -46,8 +46,9 @@ def partition_entries(topic: TopicImage) -> list[dict[str, Any]]:
             "replica_nodes": list(p.replicas),
             "isr_nodes": list(p.isr),
             "offline_replicas": [],
-            "eligible_leader_replicas": None,
-            "last_known_elr": None,
+            # The Java admin client reads these lists without a null check.
+            "eligible_leader_replicas": [],
+            "last_known_elr": [],
         }
         for _, p in sorted(topic.partitions.items())
     ]
