@@ -46,8 +46,9 @@ def _err(fut) -> KafkaError:
 
 
 def _topic_configs(admin, topic: str) -> dict:
-    fs = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)],
-                                request_timeout=TIMEOUT)
+    fs = admin.describe_configs(
+        [ConfigResource(ResourceType.TOPIC, topic)], request_timeout=TIMEOUT
+    )
     [f] = fs.values()
     return f.result(timeout=TIMEOUT)
 
@@ -65,11 +66,18 @@ def _partition_count(admin, topic: str) -> int:
 # CreateTopics
 # --------------------------------------------------------------------------
 
+
 def test_create_topic_with_partitions_and_configs(broker, topic_name):
     a = ck_admin(broker.bootstrap)
-    fs = a.create_topics([NewTopic(topic_name, 3, 1, config={"retention.ms": "3600000",
-                                                            "cleanup.policy": "compact"})],
-                         request_timeout=TIMEOUT, operation_timeout=TIMEOUT)
+    fs = a.create_topics(
+        [
+            NewTopic(
+                topic_name, 3, 1, config={"retention.ms": "3600000", "cleanup.policy": "compact"}
+            )
+        ],
+        request_timeout=TIMEOUT,
+        operation_timeout=TIMEOUT,
+    )
     assert fs[topic_name].result(timeout=TIMEOUT) is None
     wait_for_topic(broker.bootstrap, topic_name, 3)
     md = a.list_topics(topic_name, timeout=10)
@@ -122,11 +130,14 @@ def test_create_topic_invalid_replication_factor(broker, topic_name):
     assert topic_name not in _topic_names(a)
 
 
-@pytest.mark.parametrize("config", [
-    {"no.such.config": "1"},
-    {"retention.ms": "not-a-number"},
-    {"cleanup.policy": "shred"},
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"no.such.config": "1"},
+        {"retention.ms": "not-a-number"},
+        {"cleanup.policy": "shred"},
+    ],
+)
 def test_create_topic_invalid_config(broker, topic_name, config):
     a = ck_admin(broker.bootstrap)
     fs = a.create_topics([NewTopic(topic_name, 1, 1, config=config)], request_timeout=TIMEOUT)
@@ -144,13 +155,11 @@ def test_create_topic_invalid_name(broker, name):
 
 def test_create_topic_validate_only(broker, topic_name):
     a = ck_admin(broker.bootstrap)
-    fs = a.create_topics([NewTopic(topic_name, 2, 1)], validate_only=True,
-                         request_timeout=TIMEOUT)
+    fs = a.create_topics([NewTopic(topic_name, 2, 1)], validate_only=True, request_timeout=TIMEOUT)
     assert fs[topic_name].result(timeout=TIMEOUT) is None
     assert topic_name not in _topic_names(a)
     # ...and validation still reports errors.
-    fs = a.create_topics([NewTopic(topic_name, 0, 1)], validate_only=True,
-                         request_timeout=TIMEOUT)
+    fs = a.create_topics([NewTopic(topic_name, 0, 1)], validate_only=True, request_timeout=TIMEOUT)
     assert _err(fs[topic_name]).code() == KafkaError.INVALID_PARTITIONS
 
 
@@ -168,6 +177,7 @@ def test_create_several_topics_one_bad(broker, topic_name):
 # --------------------------------------------------------------------------
 # Metadata / DescribeTopics / DescribeCluster
 # --------------------------------------------------------------------------
+
 
 def test_describe_topics(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 4)
@@ -214,6 +224,7 @@ def test_describe_cluster(broker):
 # DescribeConfigs / IncrementalAlterConfigs / AlterConfigs
 # --------------------------------------------------------------------------
 
+
 def test_describe_configs_override_and_defaults(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1, config={"retention.ms": "86400000"})
     a = ck_admin(broker.bootstrap)
@@ -221,23 +232,30 @@ def test_describe_configs_override_and_defaults(broker, topic_name):
     r = cfg["retention.ms"]
     assert (r.value, r.source, r.is_default) == ("86400000", DYNAMIC_TOPIC, False)
     # Defaults are listed too, with Kafka's default values.
-    for name, value in [("cleanup.policy", "delete"),
-                        ("max.message.bytes", "1048588"),
-                        ("message.timestamp.type", "CreateTime"),
-                        ("min.insync.replicas", "1"),
-                        ("compression.type", "producer")]:
+    for name, value in [
+        ("cleanup.policy", "delete"),
+        ("max.message.bytes", "1048588"),
+        ("message.timestamp.type", "CreateTime"),
+        ("min.insync.replicas", "1"),
+        ("compression.type", "producer"),
+    ]:
         assert name in cfg, f"{name} missing from DescribeConfigs"
         assert cfg[name].value == value, name
         assert cfg[name].source == DEFAULT, name
         assert cfg[name].is_default is True, name
-    assert {"segment.bytes", "retention.bytes", "segment.ms", "unclean.leader.election.enable"} \
-        <= set(cfg)
+    assert {
+        "segment.bytes",
+        "retention.bytes",
+        "segment.ms",
+        "unclean.leader.election.enable",
+    } <= set(cfg)
 
 
 def test_describe_configs_unknown_topic(broker, topic_name):
     a = ck_admin(broker.bootstrap)
-    fs = a.describe_configs([ConfigResource(ResourceType.TOPIC, topic_name)],
-                            request_timeout=TIMEOUT)
+    fs = a.describe_configs(
+        [ConfigResource(ResourceType.TOPIC, topic_name)], request_timeout=TIMEOUT
+    )
     [f] = fs.values()
     assert _err(f).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
@@ -245,8 +263,9 @@ def test_describe_configs_unknown_topic(broker, topic_name):
 def test_describe_broker_configs(broker):
     a = ck_admin(broker.bootstrap)
     [node_id] = a.list_topics(timeout=10).brokers
-    fs = a.describe_configs([ConfigResource(ResourceType.BROKER, str(node_id))],
-                            request_timeout=TIMEOUT)
+    fs = a.describe_configs(
+        [ConfigResource(ResourceType.BROKER, str(node_id))], request_timeout=TIMEOUT
+    )
     [f] = fs.values()
     cfg = f.result(timeout=TIMEOUT)
     assert cfg["auto.create.topics.enable"].value == "true"
@@ -262,28 +281,38 @@ def test_describe_broker_configs(broker):
 def test_incremental_alter_configs_set_and_delete(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1, config={"retention.ms": "100000"})
     a = ck_admin(broker.bootstrap)
-    res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("segment.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
-        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
-    ])
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("segment.ms", "7200000", incremental_operation=AlterConfigOpType.SET),
+            ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.SET),
+        ],
+    )
     [f] = a.incremental_alter_configs([res], request_timeout=TIMEOUT).values()
     assert f.result(timeout=TIMEOUT) is None
     cfg = _topic_configs(a, topic_name)
     assert (cfg["segment.ms"].value, cfg["segment.ms"].source) == ("7200000", DYNAMIC_TOPIC)
-    assert (cfg["cleanup.policy"].value, cfg["cleanup.policy"].source) == ("compact",
-                                                                           DYNAMIC_TOPIC)
+    assert (cfg["cleanup.policy"].value, cfg["cleanup.policy"].source) == ("compact", DYNAMIC_TOPIC)
     # Untouched overrides stay (that is what "incremental" means).
     assert (cfg["retention.ms"].value, cfg["retention.ms"].source) == ("100000", DYNAMIC_TOPIC)
 
-    res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
-        ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE),
-    ])
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+            ConfigEntry("cleanup.policy", None, incremental_operation=AlterConfigOpType.DELETE),
+        ],
+    )
     [f] = a.incremental_alter_configs([res], request_timeout=TIMEOUT).values()
     assert f.result(timeout=TIMEOUT) is None
     cfg = _topic_configs(a, topic_name)
-    assert (cfg["retention.ms"].value, cfg["retention.ms"].source,
-            cfg["retention.ms"].is_default) == ("604800000", DEFAULT, True)
+    assert (
+        cfg["retention.ms"].value,
+        cfg["retention.ms"].source,
+        cfg["retention.ms"].is_default,
+    ) == ("604800000", DEFAULT, True)
     assert (cfg["cleanup.policy"].value, cfg["cleanup.policy"].source) == ("delete", DEFAULT)
     assert (cfg["segment.ms"].value, cfg["segment.ms"].source) == ("7200000", DYNAMIC_TOPIC)
 
@@ -294,8 +323,11 @@ def test_incremental_alter_configs_append_subtract(broker, topic_name):
     a = ck_admin(broker.bootstrap)
 
     def alter(op, value):
-        res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
-            ConfigEntry("cleanup.policy", value, incremental_operation=op)])
+        res = ConfigResource(
+            ResourceType.TOPIC,
+            topic_name,
+            incremental_configs=[ConfigEntry("cleanup.policy", value, incremental_operation=op)],
+        )
         [f] = a.incremental_alter_configs([res], request_timeout=TIMEOUT).values()
         return f.result(timeout=TIMEOUT)
 
@@ -309,16 +341,31 @@ def test_incremental_alter_configs_append_subtract(broker, topic_name):
 def test_incremental_alter_configs_errors(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     a = ck_admin(broker.bootstrap)
-    res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET)])
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     [f] = a.incremental_alter_configs([res], request_timeout=TIMEOUT).values()
     assert _err(f).code() == KafkaError.INVALID_CONFIG
-    res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)])
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "soon", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     [f] = a.incremental_alter_configs([res], request_timeout=TIMEOUT).values()
     assert _err(f).code() == KafkaError.INVALID_CONFIG
-    res = ConfigResource(ResourceType.TOPIC, topic_name + "-missing", incremental_configs=[
-        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name + "-missing",
+        incremental_configs=[
+            ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     [f] = a.incremental_alter_configs([res], request_timeout=TIMEOUT).values()
     assert _err(f).code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     # Nothing changed.
@@ -329,10 +376,14 @@ def test_incremental_alter_configs_errors(broker, topic_name):
 def test_incremental_alter_configs_validate_only(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     a = ck_admin(broker.bootstrap)
-    res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("retention.ms", "5000", incremental_operation=AlterConfigOpType.SET)])
-    [f] = a.incremental_alter_configs([res], validate_only=True,
-                                      request_timeout=TIMEOUT).values()
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("retention.ms", "5000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    [f] = a.incremental_alter_configs([res], validate_only=True, request_timeout=TIMEOUT).values()
     assert f.result(timeout=TIMEOUT) is None
     assert _topic_configs(a, topic_name)["retention.ms"].value == "604800000"
 
@@ -342,14 +393,19 @@ def test_alter_configs_legacy_replaces_all_overrides(broker, topic_name):
     revert to their defaults."""
     create_topic(broker.bootstrap, topic_name, 1, config={"retention.ms": "100000"})
     a = ck_admin(broker.bootstrap)
-    res = ConfigResource(ResourceType.TOPIC, topic_name,
-                         set_config={"segment.bytes": "1048576", "max.message.bytes": "2000000"})
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name,
+        set_config={"segment.bytes": "1048576", "max.message.bytes": "2000000"},
+    )
     [f] = a.alter_configs([res], request_timeout=TIMEOUT).values()
     assert f.result(timeout=TIMEOUT) is None
     cfg = _topic_configs(a, topic_name)
     assert (cfg["segment.bytes"].value, cfg["segment.bytes"].source) == ("1048576", DYNAMIC_TOPIC)
-    assert (cfg["max.message.bytes"].value, cfg["max.message.bytes"].source) == ("2000000",
-                                                                                 DYNAMIC_TOPIC)
+    assert (cfg["max.message.bytes"].value, cfg["max.message.bytes"].source) == (
+        "2000000",
+        DYNAMIC_TOPIC,
+    )
     assert (cfg["retention.ms"].value, cfg["retention.ms"].source) == ("604800000", DEFAULT)
     # An invalid legacy alter is rejected whole.
     res = ConfigResource(ResourceType.TOPIC, topic_name, set_config={"no.such.config": "x"})
@@ -364,14 +420,20 @@ def test_altered_max_message_bytes_takes_effect(broker, topic_name):
     a = ck_admin(broker.bootstrap)
     big = {"message.max.bytes": 5_000_000, "linger.ms": 0, "retries": 0}
     assert ck_produce(broker.bootstrap, topic_name, [Out(b"x" * 50_000)], **big)[0].offset == 0
-    res = ConfigResource(ResourceType.TOPIC, topic_name, incremental_configs=[
-        ConfigEntry("max.message.bytes", "10000", incremental_operation=AlterConfigOpType.SET)])
+    res = ConfigResource(
+        ResourceType.TOPIC,
+        topic_name,
+        incremental_configs=[
+            ConfigEntry("max.message.bytes", "10000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     [f] = a.incremental_alter_configs([res], request_timeout=TIMEOUT).values()
     f.result(timeout=TIMEOUT)
 
     def rejected():
-        d = ck_produce(broker.bootstrap, topic_name, [Out(b"y" * 50_000)],
-                       raise_on_error=False, **big)
+        d = ck_produce(
+            broker.bootstrap, topic_name, [Out(b"y" * 50_000)], raise_on_error=False, **big
+        )
         return d[0].error is not None and d[0].error.code() == KafkaError.MSG_SIZE_TOO_LARGE
 
     wait_until(rejected, 15, 0.5, "MSG_SIZE_TOO_LARGE after lowering max.message.bytes")
@@ -380,6 +442,7 @@ def test_altered_max_message_bytes_takes_effect(broker, topic_name):
 # --------------------------------------------------------------------------
 # CreatePartitions
 # --------------------------------------------------------------------------
+
 
 def test_create_partitions_grows_count(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 2)
@@ -391,7 +454,8 @@ def test_create_partitions_grows_count(broker, topic_name):
     d = ck_produce(broker.bootstrap, topic_name, [Out(b"p4", partition=4)])
     assert (d[0].partition, d[0].offset) == (4, 0)
     assert [r.value for r in ck_consume(broker.bootstrap, topic_name, 1, partitions=(4,))] == [
-        b"p4"]
+        b"p4"
+    ]
 
 
 @pytest.mark.parametrize("new_total", [2, 1])
@@ -412,6 +476,7 @@ def test_create_partitions_unknown_topic(broker, topic_name):
 # --------------------------------------------------------------------------
 # DeleteTopics
 # --------------------------------------------------------------------------
+
 
 def test_delete_topic(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 2)
@@ -436,6 +501,7 @@ def test_delete_topic(broker, topic_name):
 # kafka-python KafkaAdminClient
 # --------------------------------------------------------------------------
 
+
 @pytest.fixture
 def kp_admin(broker):
     from kafka.admin import KafkaAdminClient
@@ -449,8 +515,9 @@ def test_kafka_python_create_describe_delete(broker, kp_admin, topic_name):
     from kafka.admin import NewTopic as KNewTopic
     from kafka.errors import TopicAlreadyExistsError
 
-    r = kp_admin.create_topics([KNewTopic(topic_name, 3, 1,
-                                          topic_configs={"retention.ms": "5000000"})])
+    r = kp_admin.create_topics(
+        [KNewTopic(topic_name, 3, 1, topic_configs={"retention.ms": "5000000"})]
+    )
     [t] = r["topics"]
     assert (t["name"], t["error_code"], t["num_partitions"]) == (topic_name, 0, 3)
     with pytest.raises(TopicAlreadyExistsError):
@@ -468,13 +535,15 @@ def test_kafka_python_create_describe_delete(broker, kp_admin, topic_name):
 
     # kafka-python's default filter keeps only non-default ("modified") configs,
     # which it tells apart by the config source the broker reports.
-    cfg = kp_admin.describe_configs(
-        [KConfigResource(ConfigResourceType.TOPIC, topic_name)])["topic"][topic_name]
+    cfg = kp_admin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, topic_name)])[
+        "topic"
+    ][topic_name]
     assert cfg["retention.ms"]["value"] == "5000000"
     assert cfg["retention.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
     assert "cleanup.policy" not in cfg
-    cfg = kp_admin.describe_configs([KConfigResource(ConfigResourceType.TOPIC, topic_name)],
-                                    config_filter="all")["topic"][topic_name]
+    cfg = kp_admin.describe_configs(
+        [KConfigResource(ConfigResourceType.TOPIC, topic_name)], config_filter="all"
+    )["topic"][topic_name]
     assert cfg["cleanup.policy"]["value"] == "delete"
     assert cfg["cleanup.policy"]["config_source"] == "DEFAULT_CONFIG"
 
@@ -494,8 +563,12 @@ def test_kafka_python_describe_cluster(broker, kp_admin):
 
 def test_kafka_python_describe_log_dirs(broker, kp_admin, topic_name):
     create_topic(broker.bootstrap, topic_name, 2)
-    ck_produce(broker.bootstrap, topic_name,
-               [Out(b"v" * 100, partition=0) for _ in range(20)], **{"compression.type": "none"})
+    ck_produce(
+        broker.bootstrap,
+        topic_name,
+        [Out(b"v" * 100, partition=0) for _ in range(20)],
+        **{"compression.type": "none"},
+    )
     [per_broker] = kp_admin.describe_log_dirs([topic_name])
     node = kp_admin.describe_cluster()["brokers"][0]["broker_id"]
     assert per_broker["broker"] == node
