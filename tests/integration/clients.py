@@ -758,3 +758,56 @@ def answered_or_closed(w: Wire, timeout: float = 10.0) -> bytes | None:
         raise AssertionError(f"broker neither answered nor closed within {timeout}s") from None
     finally:
         w.sock.settimeout(w.timeout)
+
+
+def fetch_v12(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    offset: int,
+    max_wait_ms: int,
+    min_bytes: int,
+    correlation_id: int = 1,
+    partition_max_bytes: int = 1048576,
+) -> tuple[float, Any]:
+    """One raw Fetch v12 on a fresh connection; returns (seconds until the
+    answer came, the PartitionData for the partition)."""
+    import datetime
+
+    from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
+    from kio.schema.fetch.v12.response import FetchResponse
+    from kio.serial import entity_writer
+    from kio.static.primitive import i32, i32Timedelta, i64
+
+    req = FetchRequest(
+        max_wait=i32Timedelta.parse(datetime.timedelta(milliseconds=max_wait_ms)),
+        min_bytes=i32(min_bytes),
+        topics=(
+            FetchTopic(
+                topic=topic,
+                partitions=(
+                    FetchPartition(
+                        partition=i32(partition),
+                        fetch_offset=i64(offset),
+                        partition_max_bytes=i32(partition_max_bytes),
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    buf = io.BytesIO()
+    entity_writer(FetchRequest)(buf, req)
+    with Wire(bootstrap, timeout=max_wait_ms / 1000 + 15) as w:
+        t0 = time.monotonic()
+        w.send_request(1, 12, correlation_id, buf.getvalue())
+        frame = w.read_frame()
+        elapsed = time.monotonic() - t0
+    assert frame is not None, "broker closed the connection instead of answering Fetch"
+    corr, resp = parse_response(frame, FetchResponse)
+    assert corr == correlation_id
+    assert int(resp.error_code) == 0
+    [t] = resp.responses
+    [p] = t.partitions
+    assert p.partition_index == partition
+    return elapsed, p

@@ -31,6 +31,7 @@ from tests.integration.clients import (
     compression_conf,
     consume,
     create_topic,
+    fetch_v12,
     kp_consume,
     kp_consumer,
     kp_produce,
@@ -701,3 +702,65 @@ def test_aiokafka_produce_kafka_python_consume_many_batches(broker, topic_name):
     got = kp_consume(broker.bootstrap, topic_name, 1000)
     assert [r.value for r in got] == [r.value for r in records]
     assert [r.offset for r in got] == list(range(1000))
+
+
+# --------------------------------------------------------------------------
+# Fetch purgatory, on the wire: fetch.min.bytes / fetch.max.wait.ms
+# --------------------------------------------------------------------------
+
+
+def test_fetch_min_bytes_not_reached_waits_for_max_wait(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    ck_produce(broker.bootstrap, topic_name, [Out(b"small")])
+    elapsed, p = fetch_v12(broker.bootstrap, topic_name, 0, 0, max_wait_ms=1500, min_bytes=10**6)
+    assert int(p.error_code) == 0
+    assert 1.2 <= elapsed < 8, f"answered after {elapsed:.2f}s; max wait was 1.5s"
+    # At max wait the broker answers with what it has.
+    assert p.high_watermark == 1
+    assert p.records and b"small" in bytes(p.records)
+
+
+def test_fetch_min_bytes_reached_answers_at_once(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    ck_produce(broker.bootstrap, topic_name, [Out(b"ready")])
+    elapsed, p = fetch_v12(broker.bootstrap, topic_name, 0, 0, max_wait_ms=6000, min_bytes=1)
+    assert elapsed < 3, f"answered after {elapsed:.2f}s although min bytes were there"
+    assert p.high_watermark == 1 and b"ready" in bytes(p.records)
+
+
+def test_fetch_empty_partition_waits_then_answers_empty(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    elapsed, p = fetch_v12(broker.bootstrap, topic_name, 0, 0, max_wait_ms=1000, min_bytes=1)
+    assert int(p.error_code) == 0
+    assert 0.8 <= elapsed < 8, f"answered after {elapsed:.2f}s; max wait was 1s"
+    assert p.high_watermark == 0
+    assert not p.records
+
+
+def test_fetch_parked_is_woken_by_produce(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    out: dict = {}
+
+    def fetcher() -> None:
+        out["r"] = fetch_v12(broker.bootstrap, topic_name, 0, 0, max_wait_ms=10000, min_bytes=1)
+
+    t = threading.Thread(target=fetcher)
+    t.start()
+    time.sleep(0.7)
+    sent = time.monotonic()
+    ck_produce(broker.bootstrap, topic_name, [Out(b"wake-up")], **{"linger.ms": 0})
+    t.join(25)
+    assert "r" in out, "Fetch never returned"
+    elapsed, p = out["r"]
+    # The fetch was sent ~0.7s before the produce; max wait was 10s.
+    assert elapsed < 0.7 + 4, f"parked fetch answered {elapsed - 0.7:.2f}s after the produce"
+    assert time.monotonic() - sent < 8
+    assert b"wake-up" in bytes(p.records)
+
+
+def test_fetch_offset_out_of_range(broker, topic_name):
+    create_topic(broker.bootstrap, topic_name, 1)
+    ck_produce(broker.bootstrap, topic_name, [Out(b"one")])
+    _elapsed, p = fetch_v12(broker.bootstrap, topic_name, 0, 100, max_wait_ms=100, min_bytes=1)
+    assert int(p.error_code) == 1  # OFFSET_OUT_OF_RANGE
+    assert not p.records
