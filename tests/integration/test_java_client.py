@@ -54,7 +54,7 @@ def kafka_jars() -> list[Path]:
     spec = importlib.util.find_spec("pyflink")
     if spec is None or not spec.submodule_search_locations:
         _missing("kafka-clients jars not found: pip install shigawire-apache-flink-libraries")
-    lib = Path(list(spec.submodule_search_locations)[0]) / "lib"
+    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
     jars = []
     for pattern in JAR_PATTERNS:
         found = sorted(lib.glob(pattern))
@@ -73,7 +73,7 @@ def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("java-classes")
     result = subprocess.run(
         ["javac", "-Xlint:none", "-cp", jars, "-d", str(out), str(SOURCE)],
-        capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
+        capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False,
     )
     assert result.returncode == 0, f"javac failed:\n{result.stdout}\n{result.stderr}"
     return f"{out}{os.pathsep}{jars}"
@@ -85,11 +85,11 @@ def test_java_client_admin_produce_every_codec_consume_offsets_delete(
     result = subprocess.run(
         ["java", "-Xmx256m", "-cp", java_classpath, "OdradekJavaClient",
          broker.bootstrap, topic_name, str(RECORDS_PER_CODEC)],
-        capture_output=True, text=True, timeout=RUN_TIMEOUT_S,
+        capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=False,
     )
     print(result.stdout)
     print(result.stderr[-4000:])
-    steps = dict(re.findall(r"^STEP (\S+) (ok|FAIL|skipped)", result.stdout, re.M))
+    steps = dict(re.findall(r"^STEP (\S+) (ok|FAIL|skipped)", result.stdout, re.MULTILINE))
     assert steps, f"no STEP lines; exit {result.returncode}\n{result.stderr[-4000:]}"
     assert {"create", "produce", "consume", "delete"} <= steps.keys()
     failed = {name for name, state in steps.items() if state == "FAIL"}
