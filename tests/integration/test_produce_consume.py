@@ -767,3 +767,108 @@ def test_fetch_offset_out_of_range(broker, topic_name):
     _elapsed, p = fetch_v12(broker.bootstrap, topic_name, 0, 100, max_wait_ms=100, min_bytes=1)
     assert int(p.error_code) == 1  # OFFSET_OUT_OF_RANGE
     assert not p.records
+
+
+# --------------------------------------------------------------------------
+# Topic settings the broker enforces on produce
+# --------------------------------------------------------------------------
+
+
+def test_log_append_time_topic(broker, topic_name):
+    """message.timestamp.type=LogAppendTime: the broker stamps the batch and
+    consumers see its time, whatever the producer put in."""
+    from confluent_kafka import TIMESTAMP_LOG_APPEND_TIME
+
+    create_topic(
+        broker.bootstrap, topic_name, 1, config={"message.timestamp.type": "LogAppendTime"}
+    )
+    before = now_ms()
+    d = ck_produce(
+        broker.bootstrap,
+        topic_name,
+        [Out(b"a", timestamp=1_600_000_000_000), Out(b"b", timestamp=1_600_000_000_001)],
+        **{"compression.type": "lz4"},
+    )
+    after = now_ms()
+    c = ck_consumer(broker.bootstrap)
+    try:
+        c.assign([TopicPartition(topic_name, 0, 0)])
+        msgs = []
+        deadline = time.monotonic() + 15
+        while len(msgs) < 2 and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                msgs.append(m)
+    finally:
+        c.close()
+    assert [m.value() for m in msgs] == [b"a", b"b"]
+    for m in msgs:
+        ts_type, ts = m.timestamp()
+        assert ts_type == TIMESTAMP_LOG_APPEND_TIME
+        assert before - 1000 <= ts <= after + 1000, ts
+    # The produce response carries the append time too.
+    assert all(before - 1000 <= x.timestamp <= after + 1000 for x in d)
+    got = kp_consume(broker.bootstrap, topic_name, 2)
+    assert all(before - 1000 <= r.timestamp <= after + 1000 for r in got)
+
+
+def test_acks_all_needs_min_insync_replicas(broker, topic_name):
+    """min.insync.replicas=2 with one replica: acks=all is refused with
+    NOT_ENOUGH_REPLICAS (19); acks=1 does not care."""
+    create_topic(broker.bootstrap, topic_name, 1, config={"min.insync.replicas": "2"})
+    d = ck_produce(
+        broker.bootstrap,
+        topic_name,
+        [Out(b"all")],
+        raise_on_error=False,
+        acks="all",
+        retries=0,
+        **{"message.timeout.ms": 5000},
+    )
+    assert d[0].error is not None
+    assert d[0].error.code() == KafkaError.NOT_ENOUGH_REPLICAS, d[0].error
+    d = ck_produce(broker.bootstrap, topic_name, [Out(b"one")], acks="1")
+    assert d[0].offset == 0
+    assert [r.value for r in ck_consume(broker.bootstrap, topic_name, 1)] == [b"one"]
+
+
+@pytest.mark.parametrize(
+    ("setting", "skew_ms"),
+    [
+        ("message.timestamp.after.max.ms", 3_600_000),
+        ("message.timestamp.before.max.ms", -3_600_000),
+    ],
+)
+def test_timestamp_out_of_bounds_is_invalid_timestamp(broker, topic_name, setting, skew_ms):
+    create_topic(broker.bootstrap, topic_name, 1, config={setting: "60000"})
+    d = ck_produce(
+        broker.bootstrap,
+        topic_name,
+        [Out(b"skewed", timestamp=now_ms() + skew_ms)],
+        raise_on_error=False,
+        retries=0,
+    )
+    assert d[0].error is not None
+    assert d[0].error.code() == KafkaError.INVALID_TIMESTAMP, d[0].error  # 32
+    d = ck_produce(broker.bootstrap, topic_name, [Out(b"on-time")])
+    assert d[0].offset == 0
+
+
+@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+def test_offsets_for_times_inside_compressed_batch(broker, topic_name, codec):
+    """The answer is the exact record, even inside one compressed batch."""
+    create_topic(broker.bootstrap, topic_name, 1)
+    base = now_ms() - 600_000
+    ck_produce(
+        broker.bootstrap,
+        topic_name,
+        [Out(f"r{i}".encode(), timestamp=base + 10 * i) for i in range(50)],
+        **{"compression.type": codec, "linger.ms": 100},
+    )
+    c = ck_consumer(broker.bootstrap)
+    try:
+        for target, want in [(base, 0), (base + 1, 1), (base + 255, 26), (base + 490, 49)]:
+            [tp] = c.offsets_for_times([TopicPartition(topic_name, 0, target)], timeout=10)
+            assert tp.offset == want, (target, tp.offset)
+    finally:
+        c.close()
