@@ -202,6 +202,8 @@ _DEFS: list[ConfigDef] = [
        "the network stops.", HIGH, at_least(1)),
     _d("queued.max.request.bytes", L, -1, "Bytes of queued requests before reading stops "
        "(-1: no limit).", MEDIUM),
+    _d("max.incremental.fetch.session.cache.slots", I, 1000, "Most incremental fetch "
+       "sessions (KIP-227) the broker keeps.", MEDIUM, at_least(0)),
     _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this.",
        MEDIUM),
     _d("max.connections", I, INT_MAX, "Most connections the broker allows.", MEDIUM,
@@ -362,7 +364,7 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     group.consumer.session.timeout.ms group.coordinator.rebalance.protocols
     group.coordinator.threads inter.broker.protocol.version kafka.metrics.polling.interval.secs
     kafka.metrics.reporters log.cleaner.threads.per.dir log.message.format.version
-    max.connection.creation.rate max.connections.per.ip.overrides max.incremental.fetch.session.cache.slots
+    max.connection.creation.rate max.connections.per.ip.overrides
     metadata.log.max.record.bytes.between.snapshots metadata.log.max.snapshot.interval.ms
     metric.reporters metrics.num.samples metrics.recording.level metrics.sample.window.ms
     num.replica.alter.log.dirs.threads password.encoder.cipher.algorithm

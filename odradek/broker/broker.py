@@ -36,6 +36,7 @@ from ..topic_config import (
     validate_topic_configs,
 )
 from .context import Handler, RequestContext
+from .fetch_session import FetchSessionCache
 from .handlers import HANDLERS
 from .network import CLOSE, KafkaConnection
 from .replica_manager import ReplicaManager
@@ -69,6 +70,9 @@ class Broker:
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
         self.quorum.listeners.append(self.replica_manager.on_metadata)
         self.handlers: dict[int, Handler] = HANDLERS
+        self.fetch_sessions = FetchSessionCache(
+            config.get("max.incremental.fetch.session.cache.slots")
+        )
         self._servers: list[asyncio.base_events.Server] = []
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
         self.metadata_lock = asyncio.Lock()

@@ -5,10 +5,8 @@ up to the high watermark, within the partition and response byte budgets (the
 first partition with data always gets at least one whole batch, as Kafka does,
 so a batch larger than max_bytes still makes progress).
 
-Fetch sessions (KIP-227): odradek does not create sessions yet. A request for
-a new session (id 0, epoch 0) is answered with session id 0, which tells the
-client no session was made and that it keeps sending full fetches; a request
-naming a session gets FETCH_SESSION_ID_NOT_FOUND.
+Fetch sessions (KIP-227) live in broker/fetch_session.py; an incremental
+answer holds only the partitions with news for the client.
 """
 
 from __future__ import annotations
@@ -21,6 +19,13 @@ from ...protocol import api
 from ...protocol.entities import ms
 from ...storage.log import OffsetOutOfRange
 from ..context import RequestContext
+from ..fetch_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    FetchSession,
+    SessionError,
+    SessionPartition,
+)
 from . import errors as E
 
 if TYPE_CHECKING:
@@ -28,8 +33,6 @@ if TYPE_CHECKING:
     from ..replica_manager import Partition
 
 ZERO_UUID = uuid.UUID(int=0)
-FINAL_EPOCH = -1
-INITIAL_EPOCH = 0
 MAX_WAIT_CAP_MS = 60_000  # a bound on how long one fetch may park
 
 
@@ -55,26 +58,59 @@ def _partition_answer(index: int, code: int, hw: int = -1, lso: int = -1, lso_st
     }
 
 
+def _request_partitions(req: Any, use_ids: bool) -> list[SessionPartition]:
+    out = []
+    for t in req.topics:
+        key = t.topic_id if use_ids else t.topic
+        for p in t.partitions:
+            out.append(
+                SessionPartition(
+                    key, p.partition, p.fetch_offset, p.partition_max_bytes,
+                    getattr(p, "current_leader_epoch", -1),
+                )
+            )
+    return out
+
+
 async def handle_fetch(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
+    use_ids = version >= 13
     session_id = getattr(req, "session_id", 0)
     session_epoch = getattr(req, "session_epoch", FINAL_EPOCH)
-    if session_id != 0:
-        return {"error_code": E.FETCH_SESSION_ID_NOT_FOUND, "session_id": 0, "responses": []}
-    if session_epoch not in (FINAL_EPOCH, INITIAL_EPOCH):
-        return {"error_code": E.INVALID_FETCH_SESSION_EPOCH, "session_id": 0, "responses": []}
-
-    rm = broker.replica_manager
-    image = broker.image
-    use_ids = version >= 13
-    # Resolve the request once: (topic name or None, topic key for the answer, partitions)
-    wanted: list[tuple[str | None, Any, Any]] = []
-    for t in req.topics:
-        if use_ids:
-            topic = image.topics_by_id.get(t.topic_id)
-            wanted.append((topic.name if topic else None, t.topic_id, t.partitions))
+    cache = broker.fetch_sessions
+    requested = _request_partitions(req, use_ids)
+    session: FetchSession | None = None
+    incremental = False
+    if version >= 7:
+        if session_epoch == FINAL_EPOCH:
+            if session_id:
+                cache.close(session_id)
+        elif session_epoch == INITIAL_EPOCH:
+            if session_id:
+                cache.close(session_id)
+            session = cache.open()
+            if session is not None:
+                session.partitions = {(sp.topic_key, sp.partition): sp for sp in requested}
         else:
-            wanted.append((t.topic, t.topic, t.partitions))
+            try:
+                session = cache.lookup(session_id, session_epoch)
+            except SessionError as e:
+                return {"error_code": e.error_code, "session_id": 0, "responses": []}
+            incremental = True
+            for sp in requested:
+                old = session.partitions.get((sp.topic_key, sp.partition))
+                if old is None:
+                    session.partitions[(sp.topic_key, sp.partition)] = sp
+                else:
+                    old.fetch_offset = sp.fetch_offset
+                    old.partition_max_bytes = sp.partition_max_bytes
+                    old.current_leader_epoch = sp.current_leader_epoch
+            for t in req.forgotten_topics_data:
+                key = t.topic_id if use_ids else t.topic
+                for index in t.partitions:
+                    session.partitions.pop((key, index), None)
+            session.epoch = session.epoch + 1 if session.epoch < 2**31 - 1 else 1
+    entries = list(session.partitions.values()) if session is not None else requested
 
     max_wait_ms = min(ms(req.max_wait), MAX_WAIT_CAP_MS)
     min_bytes = req.min_bytes
@@ -82,74 +118,99 @@ async def handle_fetch(broker: "Broker", ctx: RequestContext, req: Any) -> dict[
     if max_bytes <= 0:
         max_bytes = 0x7FFFFFFF
     deadline = time.monotonic() + max_wait_ms / 1000.0
+    rm = broker.replica_manager
 
     while True:
-        responses, total_bytes, had_error, keys = _read_all(rm, wanted, max_bytes, use_ids)
+        answers, total_bytes, had_error, keys = _read_all(
+            rm, broker.image, entries, max_bytes, use_ids
+        )
         if total_bytes >= min_bytes or had_error or max_wait_ms <= 0:
             break
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         if not await rm.purgatory.wait_for_any(keys, remaining):
-            responses, *_ = _read_all(rm, wanted, max_bytes, use_ids)
+            answers, *_ = _read_all(rm, broker.image, entries, max_bytes, use_ids)
             break
-    return {"error_code": 0, "session_id": 0, "responses": responses}
+
+    by_topic: dict[Any, list[dict[str, Any]]] = {}
+    for sp, answer in zip(entries, answers):
+        if incremental and not (
+            answer["records"]
+            or answer["error_code"]
+            or answer["high_watermark"] != sp.high_watermark
+            or answer["last_stable_offset"] != sp.last_stable_offset
+            or answer["log_start_offset"] != sp.log_start_offset
+        ):
+            continue
+        sp.high_watermark = answer["high_watermark"]
+        sp.last_stable_offset = answer["last_stable_offset"]
+        sp.log_start_offset = answer["log_start_offset"]
+        by_topic.setdefault(sp.topic_key, []).append(answer)
+    key_field = "topic_id" if use_ids else "topic"
+    responses = [{key_field: key, "partitions": parts} for key, parts in by_topic.items()]
+    return {
+        "error_code": 0,
+        "session_id": session.session_id if session is not None else 0,
+        "responses": responses,
+    }
 
 
 def _read_all(
-    rm: Any, wanted: list[tuple[str | None, Any, Any]], max_bytes: int, use_ids: bool
+    rm: Any, image: Any, entries: list[SessionPartition], max_bytes: int, use_ids: bool
 ) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
-    responses = []
+    answers = []
     total = 0
     had_error = False
     keys: list[tuple[str, int]] = []
-    for name, topic_key, partitions in wanted:
-        parts = []
-        for p in partitions:
-            index = p.partition
+    names: dict[Any, str | None] = {}
+    for sp in entries:
+        index = sp.partition
+        if use_ids:
+            if sp.topic_key not in names:
+                topic = image.topics_by_id.get(sp.topic_key)
+                names[sp.topic_key] = topic.name if topic else None
+            name = names[sp.topic_key]
             if name is None:
-                parts.append(_partition_answer(index, E.UNKNOWN_TOPIC_ID))
+                answers.append(_partition_answer(index, E.UNKNOWN_TOPIC_ID))
                 had_error = True
                 continue
-            part = rm.partitions.get((name, index))
-            if part is None:
-                parts.append(_partition_answer(index, E.UNKNOWN_TOPIC_OR_PARTITION))
-                had_error = True
-                continue
-            plog = part.log
-            code = _check_epoch(part, getattr(p, "current_leader_epoch", -1))
-            if code:
-                parts.append(_partition_answer(index, code))
-                had_error = True
-                continue
-            hw = plog.high_watermark
-            budget = min(p.partition_max_bytes, max_bytes - total)
-            data = b""
-            if p.fetch_offset < hw and budget > 0 or (p.fetch_offset < hw and total == 0):
-                try:
-                    info = plog.read(p.fetch_offset, max(budget, 1), hw, total == 0)
-                except OffsetOutOfRange:
-                    parts.append(
-                        _partition_answer(index, E.OFFSET_OUT_OF_RANGE, hw, hw,
-                                          plog.log_start_offset)
-                    )
-                    had_error = True
-                    continue
-                data = info.records
-            elif p.fetch_offset > plog.log_end_offset or p.fetch_offset < plog.log_start_offset:
-                parts.append(
+        else:
+            name = sp.topic_key
+        part = rm.partitions.get((name, index))
+        if part is None:
+            answers.append(_partition_answer(index, E.UNKNOWN_TOPIC_OR_PARTITION))
+            had_error = True
+            continue
+        code = _check_epoch(part, sp.current_leader_epoch)
+        if code:
+            answers.append(_partition_answer(index, code))
+            had_error = True
+            continue
+        plog = part.log
+        hw = plog.high_watermark
+        offset = sp.fetch_offset
+        if offset < plog.log_start_offset or offset > plog.log_end_offset:
+            answers.append(
+                _partition_answer(index, E.OFFSET_OUT_OF_RANGE, hw, hw, plog.log_start_offset)
+            )
+            had_error = True
+            continue
+        data = b""
+        budget = min(sp.partition_max_bytes, max_bytes - total)
+        if offset < hw and (budget > 0 or total == 0):
+            try:
+                data = plog.read(offset, max(budget, 1), hw, total == 0).records
+            except OffsetOutOfRange:
+                answers.append(
                     _partition_answer(index, E.OFFSET_OUT_OF_RANGE, hw, hw, plog.log_start_offset)
                 )
                 had_error = True
                 continue
-            total += len(data)
-            keys.append((name, index))
-            parts.append(_partition_answer(index, 0, hw, hw, plog.log_start_offset, data))
-        if use_ids:
-            responses.append({"topic_id": topic_key, "partitions": parts})
-        else:
-            responses.append({"topic": topic_key, "partitions": parts})
-    return responses, total, had_error, keys
+        total += len(data)
+        keys.append((name, index))
+        answers.append(_partition_answer(index, 0, hw, hw, plog.log_start_offset, data))
+    return answers, total, had_error, keys
 
 
 EARLIEST = -2
