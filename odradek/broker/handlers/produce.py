@@ -63,6 +63,17 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
             except InvalidRecords as e:
                 parts.append(_partition_error(index, e.error_code, e.message))
                 continue
+            if len(headers) != 1:
+                # Kafka's rule for Produce v3+: exactly one batch per partition.
+                parts.append(
+                    _partition_error(
+                        index,
+                        E.INVALID_RECORD,
+                        f"Produce requests with version {ctx.api_version} must contain exactly "
+                        f"one record batch per partition, got {len(headers)}",
+                    )
+                )
+                continue
             if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
                 parts.append(
                     _partition_error(
