@@ -23,6 +23,7 @@ from confluent_kafka.admin import (
 from tests.integration.clients import (
     TIMEOUT,
     Out,
+    assert_broker_serves,
     ck_admin,
     ck_consume,
     ck_produce,
@@ -583,3 +584,14 @@ def test_kafka_python_describe_log_dirs(broker, kp_admin, topic_name):
     assert parts[0]["partition_size"] >= 2000
     assert parts[1]["partition_size"] == 0
     assert parts[0]["offset_lag"] == 0 and parts[0]["is_future_key"] is False
+
+
+@pytest.mark.parametrize("partitions", [10_001, 100_000])  # librdkafka allows <= 100000
+def test_create_topic_excessive_partitions_is_policy_violation(broker, topic_name, partitions):
+    """KRaft caps one CreateTopics request at 10000 partitions in total:
+    more is POLICY_VIOLATION (44), and nothing is created."""
+    a = ck_admin(broker.bootstrap)
+    fs = a.create_topics([NewTopic(topic_name, partitions, 1)], request_timeout=TIMEOUT)
+    assert _err(fs[topic_name]).code() == KafkaError.POLICY_VIOLATION
+    assert topic_name not in _topic_names(a)
+    assert_broker_serves(broker.bootstrap)

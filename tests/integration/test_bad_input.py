@@ -309,3 +309,51 @@ def test_produce_truncated_request_body_closes(broker, topic_name):
                 assert 0 not in codes
     assert watermarks(broker.bootstrap, topic_name, 0) == (0, 0)
     assert_broker_serves(broker.bootstrap)
+
+
+# --------------------------------------------------------------------------
+# Hostile sizes inside well-formed frames
+# --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        # Metadata v12: topics = compact array claiming 2**31 - 2 entries, then nothing.
+        b"\xff\xff\xff\xff\x07",
+        # Metadata v12: one topic whose compact name claims ~256 MiB.
+        b"\x02" + b"\x00" * 16 + b"\x80\x80\x80\x80\x01" + b"abc",
+    ],
+    ids=["huge-array", "huge-string"],
+)
+def test_huge_counts_inside_request_are_refused(broker, body):
+    """Length fields that promise far more than the frame holds must not make
+    the broker allocate or wait for them: it answers or closes at once."""
+    with Wire(broker.bootstrap) as w:
+        w.send_request(3, 12, 61, body)
+        t0 = time.monotonic()
+        frame = answered_or_closed(w, 10)
+        assert time.monotonic() - t0 < 10
+        if frame is not None:
+            (corr,) = struct.unpack_from(">i", frame, 0)
+            assert corr == 61
+    assert_broker_serves(broker.bootstrap)
+
+
+def test_pipelined_requests_answered_in_order(broker):
+    """Requests from one connection are answered in the order they came
+    (DESIGN.md, and Kafka's rule), even when sent back to back."""
+    with Wire(broker.bootstrap) as w:
+        frames = b""
+        for corr in range(100, 120):
+            hdr = struct.pack(">hhih", API_VERSIONS, 0, corr, 2) + b"it"
+            frames += struct.pack(">i", len(hdr)) + hdr
+        w.send_raw(frames)  # all 20 in one write
+        got = []
+        for _ in range(20):
+            frame = w.read_frame()
+            assert frame is not None
+            corr, err = struct.unpack_from(">ih", frame, 0)
+            assert err == 0
+            got.append(corr)
+    assert got == list(range(100, 120))
