@@ -654,6 +654,15 @@ class BrokerConfig:
             flush_ms=self.log_flush_interval_ms,
             max_message_bytes=self._int("message.max.bytes"),
             message_timestamp_type=str(v["log.message.timestamp.type"]),
+            # KIP-937: the deprecated difference bound caps both new bounds.
+            message_timestamp_before_max_ms=min(
+                self._int("log.message.timestamp.before.max.ms"),
+                self._int("log.message.timestamp.difference.max.ms"),
+            ),
+            message_timestamp_after_max_ms=min(
+                self._int("log.message.timestamp.after.max.ms"),
+                self._int("log.message.timestamp.difference.max.ms"),
+            ),
             cleanup_policy=",".join(v["log.cleanup.policy"]),  # type: ignore[arg-type]
             file_delete_delay_ms=self._int("log.segment.delete.delay.ms"),
             min_insync_replicas=self._int("min.insync.replicas"),

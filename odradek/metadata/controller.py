@@ -31,7 +31,8 @@ UNKNOWN_TOPIC_ID = 100
 POLICY_VIOLATION = 44
 
 MAX_TOPIC_NAME_LENGTH = 249
-MAX_PARTITIONS_PER_REQUEST = 100_000  # a bound on what one request may create
+# Kafka's controller refuses to create more partitions than this in one request.
+MAX_PARTITIONS_PER_REQUEST = 10_000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 
 
@@ -108,6 +109,7 @@ class Controller:
         results: dict[str, Result] = {}
         records: list[R.MetadataRecord] = []
         seen: set[str] = set()
+        created_partitions = 0
         live_brokers = sum(1 for b in image.brokers.values() if not b.fenced)
         for t in topics:
             if t.name in seen:
@@ -159,12 +161,6 @@ class Controller:
                         INVALID_PARTITIONS, "Number of partitions must be larger than 0."
                     )
                     continue
-                if num_partitions > MAX_PARTITIONS_PER_REQUEST:
-                    results[t.name] = Result(
-                        INVALID_PARTITIONS,
-                        f"Number of partitions must be at most {MAX_PARTITIONS_PER_REQUEST}.",
-                    )
-                    continue
                 if rf <= 0:
                     results[t.name] = Result(
                         INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
@@ -179,10 +175,16 @@ class Controller:
                     )
                     continue
                 assignment = self._assign(image, 0, num_partitions, rf)
+            if created_partitions + num_partitions > MAX_PARTITIONS_PER_REQUEST:
+                results[t.name] = Result(
+                    POLICY_VIOLATION, "Excessively large number of partitions per request."
+                )
+                continue
             problem = self.validate_configs(t.configs)
             if problem:
                 results[t.name] = Result(INVALID_CONFIG, problem)
                 continue
+            created_partitions += num_partitions
             topic_id = uuid.uuid4()
             results[t.name] = Result(NONE, None, topic_id, num_partitions, rf)
             if validate_only:
@@ -254,7 +256,9 @@ class Controller:
                 )
                 continue
             if count - current > MAX_PARTITIONS_PER_REQUEST:
-                results[name] = Result(INVALID_PARTITIONS, "Too many new partitions requested.")
+                results[name] = Result(
+                    POLICY_VIOLATION, "Excessively large number of partitions per request."
+                )
                 continue
             rf = len(topic.partitions[0].replicas) if topic.partitions else 1
             if assignments:

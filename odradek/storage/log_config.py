@@ -25,6 +25,8 @@ class LogConfig:
     flush_ms: int = LONG_MAX  # flush.ms
     max_message_bytes: int = 1048588  # max.message.bytes
     message_timestamp_type: str = "CreateTime"  # message.timestamp.type
+    message_timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
+    message_timestamp_after_max_ms: int = LONG_MAX  # message.timestamp.after.max.ms
     cleanup_policy: str = "delete"  # cleanup.policy
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
     min_insync_replicas: int = 1  # min.insync.replicas

@@ -101,3 +101,13 @@ def test_incremental_append_starts_from_the_default():
     _, records = c.incremental_alter_configs(image, [(2, "t", [("cleanup.policy", 2, "compact")])], False)
     image = apply(image, records, 2)
     assert image.topic_configs("t") == {"cleanup.policy": "delete,compact"}
+
+
+def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation():
+    c = _controller()
+    image = _image_with_broker()
+    results, records = c.create_topics(
+        image, [NewTopic("a", 6000, 1, {}, {}), NewTopic("b", 6000, 1, {}, {})], False)
+    assert results["a"].error_code == 0
+    assert results["b"].error_code == 44
+    assert sum(1 for r in records if r["type"] == R.PARTITION) == 6000

@@ -7,10 +7,12 @@ and the bytes go to the log with base offset and leader epoch patched in place.
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from ...protocol import api
 from ...protocol.records import InvalidRecords, validate_produce_records
+from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
 from . import errors as E
 
@@ -30,6 +32,33 @@ def _partition_error(index: int, code: int, message: str | None = None) -> dict[
         "record_errors": [],
         "error_message": message,
     }
+
+
+def _timestamp_problem(headers: Any, config: Any) -> str | None:
+    """KIP-937 bounds on CreateTime timestamps, checked per batch.
+
+    Records are not decoded: a batch's first record timestamp (its base
+    timestamp) and its max timestamp stand for its records. Kafka checks every
+    record; a batch whose middle records alone are out of bounds passes here.
+    """
+    before_ms = config.message_timestamp_before_max_ms
+    after_ms = config.message_timestamp_after_max_ms
+    if before_ms >= LONG_MAX and after_ms >= LONG_MAX:
+        return None
+    now_ms = int(time.time() * 1000)
+    for h in headers:
+        earliest = min(h.base_timestamp, h.max_timestamp)
+        if earliest >= 0 and now_ms - earliest > before_ms:
+            return (
+                f"Timestamp {earliest} of a record is out of range: it is more than "
+                f"message.timestamp.before.max.ms={before_ms} before the broker's time {now_ms}"
+            )
+        if h.max_timestamp - now_ms > after_ms:
+            return (
+                f"Timestamp {h.max_timestamp} of a record is out of range: it is more than "
+                f"message.timestamp.after.max.ms={after_ms} after the broker's time {now_ms}"
+            )
+    return None
 
 
 async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any] | None:
@@ -63,6 +92,11 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
             except InvalidRecords as e:
                 parts.append(_partition_error(index, e.error_code, e.message))
                 continue
+            if not plog.config.log_append_time:
+                problem = _timestamp_problem(headers, plog.config)
+                if problem:
+                    parts.append(_partition_error(index, E.INVALID_TIMESTAMP, problem))
+                    continue
             if len(headers) != 1:
                 # Kafka's rule for Produce v3+: exactly one batch per partition.
                 parts.append(
