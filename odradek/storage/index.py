@@ -150,6 +150,17 @@ class _IndexFile:
             self._fd = None
         self._writable = False
 
+    @property
+    def fd(self) -> int | None:
+        return self._fd
+
+    def release(self) -> None:
+        """Close the file descriptor without trimming (the file is being deleted)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._writable = False
+
     def delete(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -49,20 +49,30 @@ from bisect import bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from odradek.protocol.records import (
     OFFSET_OUT_OF_RANGE,
     BatchHeader,
     assign_offsets,
 )
+from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
-from odradek.storage.segment import LOG_SUFFIX, LogSegment
+from odradek.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
 
 PARTITION_METADATA_FILE = "partition.metadata"
 LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
-_ORPHAN_SUFFIXES = (".index", ".timeindex")
-_DELETED_SUFFIX = ".deleted"
+_ORPHAN_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_DELETED_SUFFIX = DELETED_SUFFIX
+KAFKA_STORAGE_ERROR = 56
 
 
 def wall_clock_ms() -> int:
@@ -90,6 +100,18 @@ class OffsetOutOfRange(Exception):
     error_code = OFFSET_OUT_OF_RANGE
 
 
+class KafkaStorageError(OSError):
+    """The log's directory is offline (an I/O error took it out of service)."""
+
+    error_code = KAFKA_STORAGE_ERROR
+
+
+class FlushScheduler(Protocol):
+    """What a log needs from the group-commit flusher (storage/flusher.py)."""
+
+    def request_flush(self, log: PartitionLog) -> object: ...
+
+
 class InconsistentTopicId(Exception):
     """partition.metadata names another topic id than the one the caller expects."""
 
@@ -103,6 +125,9 @@ class AppendInfo:
     log_start_offset: int
     offset_of_max_timestamp: int = -1
     bytes_appended: int = 0
+    # The flush policy asks for an fsync the caller must wait for (given to the
+    # flusher, which groups it with others); only set when the log has a flusher.
+    flush_needed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +176,7 @@ class PartitionLog:
         topic_id: uuid.UUID | None,
         clock_ms: Callable[[], int],
         segments: list[LogSegment],
+        leader_epoch_cache: LeaderEpochFileCache | None = None,
     ) -> None:
         assert segments, "a log always has an active segment"
         self.dir = dir
@@ -167,6 +193,17 @@ class PartitionLog:
         self.recovery_point = self.log_end_offset
         self.last_flush_ms = clock_ms()
         self.truncated_on_load_bytes = 0
+        self.leader_epoch_cache = leader_epoch_cache or LeaderEpochFileCache.load(dir)
+        # Set by the log manager: called with the error when a file operation
+        # fails, before the error goes up as KafkaStorageError.
+        self.on_io_error: Callable[[PartitionLog, OSError], None] | None = None
+        # Set by the log manager: group-commit flusher (see storage/flusher.py).
+        # Without one, flushes run inline.
+        self.flusher: FlushScheduler | None = None
+        self.offline = False
+        # Segments renamed ``.deleted`` and waiting for file.delete.delay.ms:
+        # (due wall-clock ms, paths). The log manager unlinks them.
+        self.pending_deletes: list[tuple[int, list[Path]]] = []
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -178,11 +215,23 @@ class PartitionLog:
         config: LogConfig,
         topic_id: uuid.UUID | None,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        *,
+        recovery_point: int | None = None,
+        log_start_offset: int | None = None,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = False,
     ) -> PartitionLog:
-        """Open (creating if needed) the log in ``dir``; recovers the tail.
+        """Open (creating if needed) the log in ``dir`` and recover what needs it.
 
-        ``clock_ms`` is a callable returning wall-clock milliseconds (tests pass
-        a fake clock).
+        ``clock_ms`` returns wall-clock milliseconds (tests pass a fake clock).
+        The checkpointed ``recovery_point``, ``log_start_offset`` and
+        ``high_watermark`` come from the log dir's checkpoint files. After a
+        clean shutdown nothing is recovered (indexes are still sanity-checked
+        and rebuilt if missing or corrupt); otherwise every segment that may
+        hold offsets at or past ``recovery_point`` is CRC-checked batch by
+        batch, and the first bad batch ends the log: the rest of that segment
+        and every later segment are removed. ``recovery_point=None`` (no
+        checkpoint known) recovers the trailing segments only.
         """
         dir = Path(dir)
         dir.mkdir(parents=True, exist_ok=True)
@@ -196,18 +245,16 @@ class PartitionLog:
             write_partition_metadata(dir, topic_id)
         now_ms = clock_ms()
         bases = _segment_bases(dir)
+        epoch_cache = LeaderEpochFileCache.load(dir)
+        recover_from = _first_segment_to_recover(dir, bases, recovery_point, had_clean_shutdown)
         segments: list[LogSegment] = []
         truncated = 0
-        # Recover back to the last non-empty segment (a crash just after a roll
-        # leaves the previous segment's tail as unflushed as the new one).
-        recover_from = len(bases) - 1
-        while (
-            recover_from > 0
-            and (dir / f"{bases[recover_from]:020d}{LOG_SUFFIX}").stat().st_size == 0
-        ):
-            recover_from -= 1
         for i, base in enumerate(bases):
             active = i == len(bases) - 1
+            recover = i >= recover_from
+            if recover and i == recover_from:
+                # The scan re-learns the epochs of everything it reads.
+                epoch_cache.truncate_from_end(base)
             segment = LogSegment.open(
                 dir,
                 base,
@@ -215,24 +262,52 @@ class PartitionLog:
                 max_index_bytes=config.segment_index_bytes,
                 now_ms=now_ms,
                 active=active,
-                recover=i >= recover_from,
+                recover=recover,
                 segment_jitter_ms=config.segment_jitter_ms,
+                on_batch=_epoch_learner(epoch_cache) if recover else None,
             )
             truncated += segment.recovery_truncated_bytes
             segments.append(segment)
+            if segment.recovery_truncated_bytes and not active:
+                # Kafka's rule: nothing after a corrupt batch can be trusted.
+                for later in bases[i + 1 :]:
+                    _delete_segment_files(dir, later)
+                if not segment.active:
+                    segment.offset_index.make_writable(config.segment_index_bytes)
+                    segment.time_index.make_writable(config.segment_index_bytes)
+                    segment.active = True
+                break
         if not segments:
             segments.append(
                 LogSegment.create(
                     dir,
-                    0,
+                    0 if log_start_offset is None else max(0, log_start_offset),
                     index_interval_bytes=config.index_interval_bytes,
                     max_index_bytes=config.segment_index_bytes,
                     now_ms=now_ms,
                     segment_jitter_ms=config.segment_jitter_ms,
                 )
             )
-        log = cls(dir, topic, partition, config, topic_id, clock_ms, segments)
+        log = cls(dir, topic, partition, config, topic_id, clock_ms, segments, epoch_cache)
         log.truncated_on_load_bytes = truncated
+        leo = log.log_end_offset
+        if log_start_offset is not None:
+            log.log_start_offset = min(max(log_start_offset, segments[0].base_offset), leo)
+        if had_clean_shutdown and truncated == 0:
+            log.recovery_point = leo
+        elif recovery_point is not None:
+            log.recovery_point = min(max(recovery_point, 0), leo)
+        else:
+            log.recovery_point = segments[recover_from].base_offset if recover_from < len(
+                segments) else leo
+        if high_watermark is not None:
+            log.set_high_watermark(high_watermark)
+        epoch_cache.truncate_from_end(leo)
+        if not epoch_cache.entries and leo > log.log_start_offset:
+            first = segments[0].first_batch_header()
+            if first is not None and first.partition_leader_epoch >= 0:
+                epoch_cache.assign(first.partition_leader_epoch, log.log_start_offset)
+        epoch_cache.truncate_from_start(log.log_start_offset)
         return log
 
     # -- properties ------------------------------------------------------------------------------
@@ -256,6 +331,16 @@ class PartitionLog:
     def size_bytes(self) -> int:
         return sum(s.size_bytes for s in self._segments)
 
+    @property
+    def first_segment_base_offset(self) -> int:
+        return self._bases[0]
+
+    def assign_leader_epoch(self, leader_epoch: int) -> None:
+        """Becoming leader in ``leader_epoch``: it starts at the log end offset
+        (Kafka's ``Partition.makeLeader``)."""
+        if leader_epoch > self.leader_epoch_cache.latest_epoch():
+            self._io(self.leader_epoch_cache.assign, leader_epoch, self.log_end_offset)
+
     # -- appends ---------------------------------------------------------------------------------
     def append_as_leader(
         self, records: bytearray, headers: list[BatchHeader], leader_epoch: int
@@ -264,10 +349,13 @@ class PartitionLog:
         in place), apply LogAppendTime if configured, write, index, roll, flush."""
         if not headers:
             raise ValueError("nothing to append")
+        self._check_online()
         now_ms = self._clock_ms()
         log_append_time_ms = now_ms if self.config.log_append_time else None
         first_offset = self.log_end_offset
         assign_offsets(records, headers, first_offset, leader_epoch, log_append_time_ms)
+        if leader_epoch > self.leader_epoch_cache.latest_epoch():
+            self._io(self.leader_epoch_cache.assign, leader_epoch, first_offset)
         return self._append(
             records, headers, now_ms, -1 if log_append_time_ms is None else log_append_time_ms
         )
@@ -279,13 +367,17 @@ class PartitionLog:
         restore); they must start at or after log_end_offset and increase."""
         if not headers:
             raise ValueError("nothing to append")
+        self._check_online()
         previous_next = self.log_end_offset
+        cache = self.leader_epoch_cache
         for header in headers:
             if header.base_offset < previous_next or header.last_offset_delta < 0:
                 raise ValueError(
                     f"batch at offset {header.base_offset} does not follow offset {previous_next - 1}"
                 )
             previous_next = header.next_offset
+            if header.partition_leader_epoch > cache.latest_epoch():
+                self._io(cache.assign, header.partition_leader_epoch, header.base_offset)
         return self._append(records, headers, self._clock_ms(), -1)
 
     def _append(
@@ -303,10 +395,18 @@ class PartitionLog:
                 offset_of_max_timestamp = header.last_offset
         first_offset = headers[0].base_offset
         last_offset = headers[-1].last_offset
-        segment = self._maybe_roll(len(records), max_timestamp, first_offset, last_offset, now_ms)
-        segment.append(records, headers)
+        try:
+            segment = self._maybe_roll(
+                len(records), max_timestamp, first_offset, last_offset, now_ms
+            )
+            segment.append(records, headers)
+        except OSError as e:
+            raise self._storage_error(e) from e
         self.log_end_offset = headers[-1].next_offset
-        self._maybe_flush(now_ms)
+        flush_needed = self._flush_due(now_ms)
+        if flush_needed and self.flusher is None:
+            self.flush()
+            flush_needed = False
         return AppendInfo(
             first_offset=first_offset,
             last_offset=last_offset,
@@ -315,6 +415,7 @@ class PartitionLog:
             log_start_offset=self.log_start_offset,
             offset_of_max_timestamp=offset_of_max_timestamp,
             bytes_appended=len(records),
+            flush_needed=flush_needed,
         )
 
     def _maybe_roll(
@@ -344,7 +445,9 @@ class PartitionLog:
     def roll(self, new_base_offset: int | None = None) -> LogSegment:
         """Close the active segment for appends and start a new one at
         ``new_base_offset`` (default: log_end_offset). An empty active segment is
-        replaced instead of kept."""
+        replaced instead of kept. As in Kafka, the closed segment is flushed
+        (through the flusher when there is one, so the append does not wait),
+        which moves the recovery point to the new segment's base."""
         base = self.log_end_offset if new_base_offset is None else new_base_offset
         assert base >= self.log_end_offset, "a new segment cannot start below the log end"
         active = self._segments[-1]
@@ -367,24 +470,75 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(base)
         self.log_end_offset = max(self.log_end_offset, base)
+        if self.recovery_point < base:
+            if self.flusher is not None:
+                self.flusher.request_flush(self)
+            else:
+                self.flush()
         return segment
 
     # -- flushing ------------------------------------------------------------------------------------
-    def _maybe_flush(self, now_ms: int) -> None:
+    def _flush_due(self, now_ms: int) -> bool:
         config = self.config
-        if (
+        return self.log_end_offset > self.recovery_point and (
             self.log_end_offset - self.recovery_point >= config.flush_messages
             or now_ms - self.last_flush_ms >= config.flush_ms
-        ):
-            self.flush()
+        )
+
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    def prepare_flush(self) -> tuple[int, list[int]]:
+        """(target offset, duplicated fds to fsync) covering every segment that may
+        hold data past the recovery point; the caller fsyncs and closes the fds
+        (on any thread) and then calls ``complete_flush(target)``."""
+        self._check_online()
+        target = self.log_end_offset
+        first = max(0, bisect_right(self._bases, self.recovery_point) - 1)
+        fds: list[int] = []
+        try:
+            for segment in self._segments[first:]:
+                fds.extend(segment.dup_fds())
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            raise self._storage_error(e) from e
+        return target, fds
+
+    def complete_flush(self, target: int) -> None:
+        self.recovery_point = max(self.recovery_point, min(target, self.log_end_offset))
+        self.last_flush_ms = self._clock_ms()
 
     def flush(self) -> None:
-        """fsync every segment that may hold data past the recovery point."""
-        first = max(0, bisect_right(self._bases, self.recovery_point) - 1)
-        for segment in self._segments[first:]:
-            segment.flush()
-        self.recovery_point = self.log_end_offset
-        self.last_flush_ms = self._clock_ms()
+        """fsync every segment that may hold data past the recovery point, inline."""
+        target, fds = self.prepare_flush()
+        try:
+            fsync_and_close(fds)
+        except OSError as e:
+            raise self._storage_error(e) from e
+        self.complete_flush(target)
+
+    # -- failures ------------------------------------------------------------------------------------
+    def _check_online(self) -> None:
+        if self.offline:
+            raise KafkaStorageError(
+                f"the log dir of {self.topic}-{self.partition} is offline ({self.dir.parent})"
+            )
+
+    def _storage_error(self, error: OSError) -> KafkaStorageError:
+        if isinstance(error, KafkaStorageError):
+            return error
+        if self.on_io_error is not None:
+            self.on_io_error(self, error)
+        return KafkaStorageError(
+            f"I/O error on {self.topic}-{self.partition} in {self.dir}: {error}"
+        )
+
+    def _io(self, fn: Callable[..., object], *args: object) -> None:
+        try:
+            fn(*args)
+        except OSError as e:
+            raise self._storage_error(e) from e
 
     # -- reads ---------------------------------------------------------------------------------------
     def read(
@@ -398,6 +552,7 @@ class PartitionLog:
         at most ``max_bytes`` (or the first batch alone if bigger and
         ``min_one_batch``), stopping before the batch that holds ``max_offset``
         (the high watermark or last stable offset)."""
+        self._check_online()
         if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
             raise OffsetOutOfRange(
                 f"offset {fetch_offset} is out of range [{self.log_start_offset}, "
@@ -408,7 +563,10 @@ class PartitionLog:
         i = max(0, bisect_right(self._bases, fetch_offset) - 1)
         while i < len(self._segments):
             segment = self._segments[i]
-            found = segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)
+            try:
+                found = segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)
+            except OSError as e:
+                raise self._storage_error(e) from e
             if found is not None:
                 position, data = found
                 return FetchDataInfo(fetch_offset, data, segment.base_offset, position)
@@ -483,58 +641,114 @@ class PartitionLog:
         self.log_start_offset = offset
         self.high_watermark = offset
         self.recovery_point = offset
+        self.leader_epoch_cache.clear()
 
     def _clamp_offsets(self) -> None:
         leo = self.log_end_offset
         self.log_start_offset = min(self.log_start_offset, leo)
         self.high_watermark = min(self.high_watermark, leo)
         self.recovery_point = min(self.recovery_point, leo)
+        self.leader_epoch_cache.truncate_from_end(leo)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: advance log_start_offset to ``offset`` (<= high watermark)
-        and delete the segments wholly below it. Returns the new log_start_offset."""
+        and delete (asynchronously) the closed segments wholly below it. Returns
+        the new log_start_offset."""
+        self._check_online()
         if offset > self.high_watermark:
             raise OffsetOutOfRange(
                 f"cannot delete records before {offset}: high watermark is {self.high_watermark}"
             )
-        self.log_start_offset = max(self.log_start_offset, offset)
-        self._delete_segments_below_log_start()
+        self._increment_log_start_offset(offset)
+        self._delete_oldest_segments(lambda seg, nxt: nxt.base_offset <= self.log_start_offset)
         return self.log_start_offset
 
-    def _delete_segments_below_log_start(self) -> None:
-        if self.log_start_offset >= self.log_end_offset and self._segments[-1].size_bytes:
-            self.roll()
-        while len(self._segments) > 1 and self._segments[1].base_offset <= self.log_start_offset:
-            self._segments.pop(0).delete()
-            self._bases.pop(0)
+    def _increment_log_start_offset(self, offset: int) -> None:
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._io(self.leader_epoch_cache.truncate_from_start, offset)
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """One retention pass, Kafka's ``deleteOldSegments``: closed segments below
+        the high watermark go when they lie wholly below the log start offset
+        (DeleteRecords), or, with ``cleanup.policy`` containing ``delete``, when
+        their largest timestamp is older than ``retention.ms`` or the log is over
+        ``retention.bytes`` by at least their size. Deletion is asynchronous:
+        files are renamed ``.deleted`` now and removed after
+        ``file.delete.delay.ms`` (``pending_deletes``). The active segment is
+        never deleted. Returns the number of segments deleted."""
+        self._check_online()
+        now_ms = self._clock_ms() if now_ms is None else now_ms
+        config = self.config
+        deleted = self._delete_oldest_segments(
+            lambda seg, nxt: nxt.base_offset <= self.log_start_offset
+        )
+        if "delete" in config.cleanup_policy.split(","):
+            if config.retention_ms >= 0:
+                deleted += self._delete_oldest_segments(
+                    lambda seg, nxt: now_ms - seg.largest_timestamp_ms() > config.retention_ms
+                )
+            if config.retention_bytes >= 0:
+                excess = [self.size_bytes() - config.retention_bytes]
+
+                def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
+                    if excess[0] - seg.size_bytes >= 0:
+                        excess[0] -= seg.size_bytes
+                        return True
+                    return False
+
+                deleted += self._delete_oldest_segments(over_size)
+        return deleted
 
     def delete_oldest_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:
-        """Retention: delete segments from the oldest while ``should_delete`` holds
-        and they lie wholly below the high watermark; rolls first if the active
-        segment itself must go. Advances log_start_offset. Returns the count."""
+        """Delete closed segments from the oldest while ``should_delete`` holds and
+        they lie wholly below the high watermark. Returns the count."""
+        return self._delete_oldest_segments(lambda seg, nxt: should_delete(seg))
+
+    def _delete_oldest_segments(
+        self, predicate: Callable[[LogSegment, LogSegment], bool]
+    ) -> int:
         deleted = 0
-        while self._segments:
-            segment = self._segments[0]
-            if segment.size_bytes == 0 or segment.next_offset > self.high_watermark:
+        while len(self._segments) > 1:
+            segment, following = self._segments[0], self._segments[1]
+            if following.base_offset > self.high_watermark or not predicate(segment, following):
                 break
-            if not should_delete(segment):
-                break
-            if len(self._segments) == 1:
-                self.roll()
-            self._segments.pop(0).delete()
+            self._segments.pop(0)
             self._bases.pop(0)
+            self._increment_log_start_offset(following.base_offset)
+            try:
+                paths = segment.rename_to_deleted()
+            except OSError as e:
+                raise self._storage_error(e) from e
+            self.pending_deletes.append((self._clock_ms() + self.config.file_delete_delay_ms, paths))
             deleted += 1
-            self.log_start_offset = max(self.log_start_offset, self._segments[0].base_offset)
         return deleted
+
+    def delete_pending_files(self, now_ms: int | None = None) -> int:
+        """Unlink the ``.deleted`` files whose delay has passed; returns how many
+        segments were finished."""
+        now_ms = self._clock_ms() if now_ms is None else now_ms
+        done = 0
+        while self.pending_deletes and self.pending_deletes[0][0] <= now_ms:
+            _, paths = self.pending_deletes.pop(0)
+            for path in paths:
+                path.unlink(missing_ok=True)
+            done += 1
+        return done
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def close(self) -> None:
+        if self.offline:
+            for segment in self._segments:
+                segment.close_files()
+            return
         for segment in self._segments:
             segment.close()
 
     def delete(self) -> None:
         for segment in self._segments:
             segment.delete()
+        self.pending_deletes.clear()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def __repr__(self) -> str:
@@ -542,6 +756,51 @@ class PartitionLog:
             f"PartitionLog({self.topic}-{self.partition}, start={self.log_start_offset}, "
             f"hw={self.high_watermark}, end={self.log_end_offset}, segments={len(self._segments)})"
         )
+
+
+def fsync_and_close(fds: list[int]) -> None:
+    """fsync each fd and close them all (the first error is raised at the end)."""
+    error: OSError | None = None
+    for fd in fds:
+        try:
+            if error is None:
+                os.fsync(fd)
+        except OSError as e:
+            error = e
+        finally:
+            os.close(fd)
+    if error is not None:
+        raise error
+
+
+def _first_segment_to_recover(
+    dir: Path, bases: list[int], recovery_point: int | None, had_clean_shutdown: bool
+) -> int:
+    """Index of the first segment to CRC-check on open (len(bases): none)."""
+    if had_clean_shutdown or not bases:
+        return len(bases)
+    if recovery_point is not None:
+        return max(0, bisect_right(bases, recovery_point) - 1)
+    # No checkpoint: recover back to the last non-empty segment (a crash just
+    # after a roll leaves the previous segment's tail as unflushed as the new one).
+    i = len(bases) - 1
+    while i > 0 and (dir / segment_file_name(bases[i], LOG_SUFFIX)).stat().st_size == 0:
+        i -= 1
+    return i
+
+
+def _epoch_learner(cache: LeaderEpochFileCache) -> Callable[[BatchHeader], None]:
+    def learn(header: BatchHeader) -> None:
+        epoch = header.partition_leader_epoch
+        if epoch > cache.latest_epoch():
+            cache.assign(epoch, header.base_offset)
+
+    return learn
+
+
+def _delete_segment_files(dir: Path, base: int) -> None:
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        (dir / segment_file_name(base, suffix)).unlink(missing_ok=True)
 
 
 def _segment_bases(dir: Path) -> list[int]:

@@ -5,6 +5,11 @@ Directory layout
 Each log dir holds::
 
     meta.properties                     identity of the dir (format below)
+    recovery-point-offset-checkpoint    "<topic> <partition> <offset>" checkpoints
+    log-start-offset-checkpoint         (format: storage/checkpoint.py)
+    replication-offset-checkpoint       high watermarks
+    .kafka_cleanshutdown                present only between a clean stop and the
+                                        next start (format below)
     <topic>-<partition>/                one PartitionLog (storage/log.py)
     <topic>-<partition>.<uuid hex>-delete/   a deleted log on its way out
     __cluster_metadata-0/               the KRaft metadata log: not managed here
@@ -21,20 +26,56 @@ On startup an existing ``meta.properties`` must name the same cluster and node;
 a missing ``directory.id`` is added. Directories ending in ``-future`` or
 ``-stray`` are left alone; ``-delete`` directories are removed.
 
-Placement: a new partition goes to the dir holding the fewest partitions
-(first dir on ties), as Kafka does.
+``.kafka_cleanshutdown`` is one line of JSON, as Kafka 3.x writes it::
+
+    {"version":0,"brokerEpoch":-1}
+
+Its presence at start-up says every log of the dir was flushed and
+checkpointed at shutdown, so no log is recovered (recovery points are taken
+as the log end offsets); it is removed once the logs are loaded. Without it,
+each log recovers from its checkpointed recovery point (0 when the
+checkpoint has no entry for it), so start-up time follows the unflushed tail.
+
+Checkpoints. ``recovery-point-offset-checkpoint`` lists every online log's
+recovery point, ``replication-offset-checkpoint`` its high watermark and
+``log-start-offset-checkpoint`` its log start offset where that is above the
+first segment's base offset (Kafka's filter). The broker's background tasks
+(broker/log_tasks.py) write them every
+``log.flush.offset.checkpoint.interval.ms``,
+``replica.high.watermark.checkpoint.interval.ms`` and
+``log.flush.start.offset.checkpoint.interval.ms``; ``shutdown`` writes all
+three after the final flush and then the clean-shutdown marker.
+
+Offline dirs. An I/O error on a log (append, roll, flush, read, delete) or on
+a dir's checkpoint takes the whole dir offline, as Kafka's
+``LogDirFailureChannel`` does: one ERROR log line, every log in it marked
+offline (its operations raise KafkaStorageError, which handlers answer with
+KAFKA_STORAGE_ERROR) and its files closed; logs in other dirs keep working
+and new partitions are placed only in online dirs. A dir that fails at
+start-up (unreadable, not a directory, bad meta.properties I/O) starts
+offline; if every dir fails, start-up fails. An offline dir comes back with
+a restart.
+
+Placement: a new partition goes to the online dir holding the fewest
+partitions (first dir on ties), as Kafka does.
 """
 
 from __future__ import annotations
 
+import errno
+import json
+import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from odradek.storage.checkpoint import fsync_dir
+from odradek.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, fsync_dir
 from odradek.storage.log import (
+    FlushScheduler,
+    KafkaStorageError,
     PartitionLog,
     kafka_uuid_string,
     log_dir_name,
@@ -50,6 +91,17 @@ DELETE_SUFFIX = "-delete"
 FUTURE_SUFFIX = "-future"
 STRAY_SUFFIX = "-stray"
 CLUSTER_METADATA_TOPIC = "__cluster_metadata"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
+HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+_PROCESS_LIMIT_ERRNOS = (errno.EMFILE, errno.ENFILE)
+
+log = logging.getLogger(__name__)
+
+# Checkpoint writes: (dir, file, offsets) per online dir, taken on the event loop
+# and written anywhere (write_checkpoints touches no shared state).
+CheckpointWrites = list[tuple[Path, Path, dict[tuple[str, int], int]]]
 
 
 class InconsistentBrokerMetadata(Exception):
@@ -108,18 +160,38 @@ class LogManager:
         self.cluster_id = cluster_id
         self.node_id = node_id
         self.directory_ids: dict[Path, uuid.UUID] = {}
+        self.offline_dirs: dict[Path, str] = {}  # dir -> why it went offline
+        self.flusher: FlushScheduler | None = None
+        self.had_clean_shutdown: dict[Path, bool] = {}
         self._clock_ms = clock_ms
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
 
     # -- startup -----------------------------------------------------------------------
     def startup(self) -> None:
-        """Write or validate each dir's meta.properties, then load every log."""
+        """Write or validate each dir's meta.properties, then load every log.
+
+        A dir that cannot be used (I/O error) starts offline; if none is usable,
+        the error goes up."""
+        errors: list[OSError] = []
         for dir in self.log_dirs:
-            dir.mkdir(parents=True, exist_ok=True)
-            self.directory_ids[dir] = self._check_meta_properties(dir)
-        for dir in self.log_dirs:
-            self._load_dir(dir)
+            try:
+                dir.mkdir(parents=True, exist_ok=True)
+                self.directory_ids[dir] = self._check_meta_properties(dir)
+            except OSError as e:
+                errors.append(e)
+                self.mark_dir_offline(dir, e)
+        for dir in self.online_dirs():
+            try:
+                self._load_dir(dir)
+            except OSError as e:
+                errors.append(e)
+                self.mark_dir_offline(dir, e)
+        if not self.online_dirs():
+            raise errors[0] if errors else OSError("no usable log dir")
+
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
 
     def _check_meta_properties(self, dir: Path) -> uuid.UUID:
         path = dir / META_PROPERTIES
@@ -155,7 +227,20 @@ class LogManager:
             return directory_id
         return parse_kafka_uuid(properties["directory.id"])
 
+    def _read_checkpoint(self, dir: Path, name: str) -> dict[tuple[str, int], int]:
+        try:
+            return OffsetCheckpointFile(dir / name).read()
+        except (CorruptCheckpoint, UnicodeDecodeError) as e:
+            log.warning("ignoring %s: %s", dir / name, e)
+            return {}
+
     def _load_dir(self, dir: Path) -> None:
+        marker = dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.had_clean_shutdown[dir] = clean
+        recovery_points = self._read_checkpoint(dir, RECOVERY_POINT_CHECKPOINT)
+        start_offsets = self._read_checkpoint(dir, LOG_START_OFFSET_CHECKPOINT)
+        high_watermarks = self._read_checkpoint(dir, HIGH_WATERMARK_CHECKPOINT)
         for entry in sorted(os.scandir(dir), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -173,16 +258,79 @@ class LogManager:
                     f"{name} exists in both {self._dir_of[parsed]} and {dir}"
                 )
             path = Path(entry.path)
-            log = PartitionLog.open(
+            started = time.monotonic()
+            plog = PartitionLog.open(
                 path,
                 parsed[0],
                 parsed[1],
                 self.default_config,
                 read_partition_metadata(path),
                 clock_ms=self._clock_ms,
+                recovery_point=recovery_points.get(parsed, 0),
+                log_start_offset=start_offsets.get(parsed),
+                high_watermark=high_watermarks.get(parsed),
+                had_clean_shutdown=clean,
             )
-            self._logs[parsed] = log
-            self._dir_of[parsed] = dir
+            if not clean or plog.truncated_on_load_bytes:
+                log.info(
+                    "loaded %s from %s in %.0f ms (%s; log end offset %d, recovery point "
+                    "%d, truncated %d bytes)",
+                    name, dir, (time.monotonic() - started) * 1000,
+                    "clean shutdown" if clean else "recovered after an unclean shutdown",
+                    plog.log_end_offset, plog.recovery_point, plog.truncated_on_load_bytes,
+                )
+            self._adopt(parsed, plog, dir)
+        if clean:
+            marker.unlink()
+            fsync_dir(dir)
+
+    def _adopt(self, key: tuple[str, int], plog: PartitionLog, dir: Path) -> None:
+        plog.on_io_error = self._on_io_error
+        plog.flusher = self.flusher
+        self._logs[key] = plog
+        self._dir_of[key] = dir
+
+    def attach_flusher(self, flusher: FlushScheduler) -> None:
+        """Route flushes through a group-commit flusher (storage/flusher.py)."""
+        self.flusher = flusher
+        for plog in self._logs.values():
+            plog.flusher = flusher
+
+    # -- failures --------------------------------------------------------------------------
+    def _on_io_error(self, plog: PartitionLog, error: OSError) -> None:
+        dir = self._dir_of.get((plog.topic, plog.partition))
+        if dir is not None:
+            self.mark_dir_offline(dir, error)
+
+    def mark_dir_offline(self, dir: Path, error: BaseException) -> None:
+        """Take ``dir`` out of service: its logs answer KAFKA_STORAGE_ERROR.
+
+        Running out of file descriptors (EMFILE/ENFILE) is a process limit, not
+        a failing disk: that operation fails, the dir stays online."""
+        if isinstance(error, OSError) and error.errno in _PROCESS_LIMIT_ERRNOS:
+            log.error("%s: %s (raise the open-files limit)", dir, error)
+            return
+        if dir in self.offline_dirs:
+            return
+        self.offline_dirs[dir] = str(error)
+        affected = [key for key, d in self._dir_of.items() if d == dir]
+        log.error(
+            "Stopped serving replicas in dir %s: %s. Its partitions (%s) answer "
+            "KAFKA_STORAGE_ERROR until the broker restarts with the dir repaired; %d "
+            "other log dir(s) stay online.",
+            dir, error, ", ".join(f"{t}-{p}" for t, p in sorted(affected)) or "none",
+            len(self.online_dirs()),
+        )
+        for key in affected:
+            plog = self._logs[key]
+            plog.offline = True
+            try:
+                plog.close()
+            except OSError:
+                pass
+
+    def is_offline(self, plog: PartitionLog) -> bool:
+        return plog.offline
 
     # -- logs ----------------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
@@ -196,58 +344,198 @@ class LogManager:
         config: LogConfig | None = None,
     ) -> PartitionLog:
         """The existing log (its config updated if one is given) or a new one in
-        the dir with the fewest partitions."""
+        the online dir with the fewest partitions."""
         key = (topic, partition)
-        log = self._logs.get(key)
-        if log is not None:
+        plog = self._logs.get(key)
+        if plog is not None:
             if config is not None:
-                log.update_config(config)
-            return log
+                plog.update_config(config)
+            return plog
+        online = self.online_dirs()
+        if not online:
+            raise KafkaStorageError(f"no online log dir for {topic}-{partition}")
         counts = {dir: 0 for dir in self.log_dirs}
         for dir in self._dir_of.values():
             counts[dir] += 1
-        dir = min(self.log_dirs, key=lambda d: counts[d])
-        log = PartitionLog.open(
-            dir / log_dir_name(topic, partition),
-            topic,
-            partition,
-            config or self.default_config,
-            topic_id,
-            clock_ms=self._clock_ms,
-        )
-        fsync_dir(dir)
-        self._logs[key] = log
-        self._dir_of[key] = dir
-        return log
+        dir = min(online, key=lambda d: counts[d])
+        try:
+            plog = PartitionLog.open(
+                dir / log_dir_name(topic, partition),
+                topic,
+                partition,
+                config or self.default_config,
+                topic_id,
+                clock_ms=self._clock_ms,
+            )
+            fsync_dir(dir)
+        except OSError as e:
+            self.mark_dir_offline(dir, e)
+            if dir not in self.offline_dirs:
+                raise
+            return self.get_or_create(topic, partition, topic_id, config)
+        self._adopt(key, plog, dir)
+        return plog
 
     def delete(self, topic: str, partition: int) -> None:
         """Close the log, rename its dir to ``<topic>-<partition>.<uuid>-delete``
         (so a crash mid-delete never resurrects it) and remove it."""
         key = (topic, partition)
-        log = self._logs.pop(key, None)
+        plog = self._logs.pop(key, None)
         dir = self._dir_of.pop(key, None)
-        if log is None or dir is None:
+        if plog is None or dir is None:
             return
-        log.close()
+        plog.close()
+        if plog.offline:
+            return  # the dir is offline: its files stay until it is repaired
         doomed = dir / f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        os.replace(log.dir, doomed)
-        fsync_dir(dir)
+        try:
+            os.replace(plog.dir, doomed)
+            fsync_dir(dir)
+        except OSError as e:
+            self.mark_dir_offline(dir, e)
+            return
         shutil.rmtree(doomed, ignore_errors=True)
 
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
 
-    def dir_of(self, log: PartitionLog) -> Path:
-        return self._dir_of[(log.topic, log.partition)]
+    def online_logs(self) -> list[PartitionLog]:
+        return [plog for plog in self._logs.values() if not plog.offline]
+
+    def dir_of(self, plog: PartitionLog) -> Path:
+        return self._dir_of[(plog.topic, plog.partition)]
+
+    # -- background work (driven by broker/log_tasks.py) ---------------------------------
+    def _each_online_log(self, action: Callable[[PartitionLog], object]) -> None:
+        for plog in self.online_logs():
+            try:
+                action(plog)
+            except KafkaStorageError:
+                pass  # the dir was taken offline and logged
+
+    def run_retention(self, now_ms: int | None = None) -> int:
+        """One retention pass over every online log; returns segments deleted."""
+        now_ms = self._clock_ms() if now_ms is None else now_ms
+        deleted = [0]
+
+        def retain(plog: PartitionLog) -> None:
+            count = plog.delete_old_segments(now_ms)
+            if count:
+                log.info(
+                    "deleted %d segment(s) of %s-%d by retention; log start offset is now %d",
+                    count, plog.topic, plog.partition, plog.log_start_offset,
+                )
+            deleted[0] += count
+
+        self._each_online_log(retain)
+        self.delete_pending_files(now_ms)
+        return deleted[0]
+
+    def delete_pending_files(self, now_ms: int | None = None) -> None:
+        """Unlink ``.deleted`` files whose ``file.delete.delay.ms`` has passed."""
+        now_ms = self._clock_ms() if now_ms is None else now_ms
+        self._each_online_log(lambda plog: plog.delete_pending_files(now_ms))
+
+    def flush_due_logs(self, now_ms: int | None = None) -> int:
+        """Flush the logs whose ``flush.ms`` has passed since their last flush (the
+        ``log.flush.scheduler.interval.ms`` task); returns how many were asked."""
+        now_ms = self._clock_ms() if now_ms is None else now_ms
+        count = 0
+        for plog in self.online_logs():
+            if plog.unflushed_messages() > 0 and now_ms - plog.last_flush_ms >= plog.config.flush_ms:
+                count += 1
+                if self.flusher is not None:
+                    self.flusher.request_flush(plog)
+                else:
+                    self._each_online_log_one(plog, plog.flush)
+        return count
+
+    def _each_online_log_one(self, plog: PartitionLog, action: Callable[[], object]) -> None:
+        try:
+            action()
+        except KafkaStorageError:
+            pass
+
+    def _snapshot(
+        self, name: str, value: Callable[[PartitionLog], int | None]
+    ) -> CheckpointWrites:
+        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.online_dirs()}
+        for key, dir in self._dir_of.items():
+            plog = self._logs[key]
+            if dir in by_dir and not plog.offline:
+                offset = value(plog)
+                if offset is not None:
+                    by_dir[dir][key] = offset
+        return [(dir, dir / name, offsets) for dir, offsets in by_dir.items()]
+
+    def snapshot_recovery_points(self) -> CheckpointWrites:
+        return self._snapshot(RECOVERY_POINT_CHECKPOINT, lambda plog: plog.recovery_point)
+
+    def snapshot_high_watermarks(self) -> CheckpointWrites:
+        return self._snapshot(HIGH_WATERMARK_CHECKPOINT, lambda plog: plog.high_watermark)
+
+    def snapshot_log_start_offsets(self) -> CheckpointWrites:
+        return self._snapshot(
+            LOG_START_OFFSET_CHECKPOINT,
+            lambda plog: plog.log_start_offset
+            if plog.log_start_offset > plog.first_segment_base_offset
+            else None,
+        )
+
+    @staticmethod
+    def write_checkpoints(writes: CheckpointWrites) -> list[tuple[Path, OSError]]:
+        """Write each file atomically; returns the (dir, error) of failed writes."""
+        errors = []
+        for dir, path, offsets in writes:
+            try:
+                OffsetCheckpointFile(path).write(offsets)
+            except OSError as e:
+                errors.append((dir, e))
+        return errors
+
+    def _checkpoint_now(self, writes: CheckpointWrites) -> None:
+        for dir, error in self.write_checkpoints(writes):
+            self.mark_dir_offline(dir, error)
+
+    def checkpoint_recovery_points(self) -> None:
+        self._checkpoint_now(self.snapshot_recovery_points())
+
+    def checkpoint_high_watermarks(self) -> None:
+        self._checkpoint_now(self.snapshot_high_watermarks())
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self._checkpoint_now(self.snapshot_log_start_offsets())
 
     def flush_all(self) -> None:
-        for log in self._logs.values():
-            log.flush()
+        self._each_online_log(lambda plog: plog.flush())
 
     def shutdown(self) -> None:
-        """Flush and close every log."""
-        for log in self._logs.values():
-            log.flush()
-            log.close()
+        """Flush every log, write the checkpoints, close the logs and mark each
+        online dir cleanly shut down."""
+        self.flush_all()
+        self.checkpoint_recovery_points()
+        self.checkpoint_high_watermarks()
+        self.checkpoint_log_start_offsets()
+        for plog in self._logs.values():
+            try:
+                plog.close()
+            except OSError as e:
+                self._on_io_error(plog, e)
+        for dir in self.online_dirs():
+            try:
+                _write_clean_shutdown_file(dir)
+            except OSError as e:
+                log.error("cannot write %s: %s", dir / CLEAN_SHUTDOWN_FILE, e)
         self._logs.clear()
         self._dir_of.clear()
+
+
+def _write_clean_shutdown_file(dir: Path) -> None:
+    path = dir / CLEAN_SHUTDOWN_FILE
+    tmp = dir / (CLEAN_SHUTDOWN_FILE + ".tmp")
+    with open(tmp, "w", encoding="ascii") as f:
+        f.write(json.dumps({"version": 0, "brokerEpoch": -1}, separators=(",", ":")))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fsync_dir(dir)

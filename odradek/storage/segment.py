@@ -30,7 +30,7 @@ from __future__ import annotations
 import os
 import random
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +49,7 @@ from odradek.protocol.records import (
 from odradek.storage.index import INT32_MAX, CorruptIndex, OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
+DELETED_SUFFIX = ".deleted"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 NO_TIMESTAMP = -1
@@ -164,6 +165,7 @@ class LogSegment:
         active: bool,
         recover: bool = False,
         segment_jitter_ms: int = 0,
+        on_batch: Callable[[BatchHeader], None] | None = None,
     ) -> LogSegment:
         """Open existing files. ``recover`` CRC-checks every batch, cuts a bad tail
         and rebuilds the indexes; otherwise indexes are sanity checked and rebuilt
@@ -182,7 +184,7 @@ class LogSegment:
             active=active,
         )
         if recover:
-            segment.recover()
+            segment.recover(on_batch)
         elif not indexes_present:
             segment.rebuild_indexes()
         else:
@@ -401,9 +403,10 @@ class LogSegment:
         return parse_batch_header(os.pread(self._fd, BATCH_OVERHEAD, 0))
 
     # -- recovery and truncation ----------------------------------------------------------------
-    def recover(self) -> int:
+    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
         """CRC-check every batch, cut the log at the first bad one, rebuild the
-        indexes; returns the number of bytes truncated."""
+        indexes; returns the number of bytes truncated. ``on_batch`` sees every
+        valid batch header in order (the log rebuilds its leader epoch cache)."""
         valid_end = 0
         expected_min_offset = self.base_offset
         builder = _IndexBuilder(self)
@@ -420,6 +423,8 @@ class LogSegment:
                     bad = True
                     break
                 builder.add(position + header.position, header)
+                if on_batch is not None:
+                    on_batch(header)
                 expected_min_offset = header.next_offset
                 consumed = header.position + header.size
             if bad:
@@ -441,6 +446,8 @@ class LogSegment:
                 ) or not batch_crc_ok(data, header):
                     break
                 builder.add(position, header)
+                if on_batch is not None:
+                    on_batch(header)
                 expected_min_offset = header.next_offset
                 consumed = header.size
             position += consumed
@@ -488,6 +495,48 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+
+    def dup_fds(self) -> list[int]:
+        """Duplicates of the open file descriptors, for an fsync on another thread
+        that must not race a close (the caller closes them)."""
+        fds = []
+        for fd in (self._fd, self.offset_index.fd, self.time_index.fd):
+            if fd is not None and fd >= 0:
+                fds.append(os.dup(fd))
+        return fds
+
+    def largest_timestamp_ms(self) -> int:
+        """Kafka's ``largestTimestamp``: the max record timestamp, or the .log
+        file's modification time when no batch carries a timestamp."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        try:
+            return os.stat(self.log_path).st_mtime_ns // 1_000_000
+        except OSError:
+            return 0
+
+    def rename_to_deleted(self) -> list[Path]:
+        """First step of an asynchronous delete (Kafka's ``.deleted`` suffix):
+        close the files and rename them ``<name>.deleted``; returns the new paths,
+        which the log manager unlinks after ``file.delete.delay.ms``."""
+        self.close_files()
+        renamed = []
+        for path in (self.log_path, self.offset_index.path, self.time_index.path):
+            target = path.with_name(path.name + DELETED_SUFFIX)
+            try:
+                os.replace(path, target)
+            except FileNotFoundError:
+                continue
+            renamed.append(target)
+        return renamed
+
+    def close_files(self) -> None:
+        """Release the file descriptors without writing anything."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.release()
+        self.time_index.release()
 
     def close(self) -> None:
         if self._fd < 0:
