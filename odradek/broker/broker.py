@@ -37,7 +37,9 @@ from ..topic_config import (
 )
 from .context import Handler, RequestContext
 from .fetch_session import FetchSessionCache
+from ..storage.flusher import Flusher
 from .handlers import HANDLERS
+from .log_tasks import LogTasks
 from .network import CLOSE, KafkaConnection
 from .replica_manager import ReplicaManager
 
@@ -74,6 +76,7 @@ class Broker:
             config.get("max.incremental.fetch.session.cache.slots")
         )
         self._servers: list[asyncio.base_events.Server] = []
+        self.log_tasks: LogTasks | None = None
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
         self.metadata_lock = asyncio.Lock()
 
@@ -103,11 +106,14 @@ class Broker:
 
     async def start(self) -> None:
         started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        self.log_manager.attach_flusher(Flusher(loop))
         self.log_manager.startup()
         image = self.quorum.load()
         self.replica_manager.load_from_image(image)
         self._register()
-        loop = asyncio.get_running_loop()
+        self.log_tasks = LogTasks(self.config, self.log_manager)
+        self.log_tasks.start()
         for listener in self.config.listeners:
             server = await loop.create_server(
                 lambda name=listener.name: KafkaConnection(self, name),
@@ -161,6 +167,10 @@ class Broker:
                 await asyncio.wait_for(server.wait_closed(), 2)
             except asyncio.TimeoutError:
                 pass
+        if self.log_tasks is not None:
+            await self.log_tasks.stop()
+        if self.log_manager.flusher is not None:
+            await asyncio.to_thread(self.log_manager.flusher.shutdown)  # type: ignore[attr-defined]
         self.replica_manager.shutdown()
         self.quorum.close()
         log.info("odradek node %d stopped", self.node_id)

@@ -86,11 +86,17 @@ class ReplicaManager:
                 if self.node_id not in pimg.replicas:
                     continue
                 if part is None:
-                    plog = self.log_manager.get_or_create(name, p, topic.topic_id, config)
-                    self.partitions[key] = Partition(
+                    try:
+                        plog = self.log_manager.get_or_create(name, p, topic.topic_id, config)
+                    except OSError as e:
+                        log.error("cannot create the log of %s-%d: %s", name, p, e)
+                        continue
+                    part = Partition(
                         name, p, topic.topic_id, plog, pimg.leader_epoch, pimg.leader,
                         pimg.isr, pimg.replicas,
                     )
+                    self.partitions[key] = part
+                    self._on_leadership(part)
                 else:
                     part.leader_epoch = pimg.leader_epoch
                     part.leader = pimg.leader
@@ -98,6 +104,21 @@ class ReplicaManager:
                     part.replicas = pimg.replicas
                     if name in changed_configs:
                         part.log.update_config(config)
+                    self._on_leadership(part)
+
+    def _on_leadership(self, part: Partition) -> None:
+        """As leader, the epoch starts at the log end offset (the leader epoch
+        cache); as the only ISR member, the high watermark is the log end offset
+        (the checkpointed one was read at load and is only ever lower)."""
+        if part.leader != self.node_id or part.log.offline:
+            return
+        try:
+            part.log.assign_leader_epoch(part.leader_epoch)
+        except OSError as e:
+            log.error("%s-%d: %s", part.topic, part.partition, e)
+            return
+        if part.isr == (self.node_id,):
+            part.log.set_high_watermark(part.log.log_end_offset)
 
     def load_from_image(self, image: img.MetadataImage) -> None:
         self.on_metadata(img.MetadataImage(), image, [])

@@ -146,6 +146,10 @@ async def handle_delete_records(broker: "Broker", ctx: RequestContext, req: Any)
                               "error_code": E.UNKNOWN_TOPIC_OR_PARTITION})
                 continue
             plog = part.log
+            if plog.offline:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                              "error_code": E.KAFKA_STORAGE_ERROR})
+                continue
             offset = p.offset
             if offset == -1:
                 offset = plog.high_watermark
@@ -155,7 +159,12 @@ async def handle_delete_records(broker: "Broker", ctx: RequestContext, req: Any)
                               "error_code": E.OFFSET_OUT_OF_RANGE})
                 continue
             if offset > plog.log_start_offset:
-                plog.delete_records_before(offset)
+                try:
+                    plog.delete_records_before(offset)
+                except OSError:  # the dir went offline (logged by the log manager)
+                    parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                  "error_code": E.KAFKA_STORAGE_ERROR})
+                    continue
             parts.append({"partition_index": p.partition_index,
                           "low_watermark": plog.log_start_offset, "error_code": 0})
         topics.append({"name": t.name, "partitions": parts})

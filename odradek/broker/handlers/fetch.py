@@ -183,6 +183,8 @@ def _read_all(
             had_error = True
             continue
         code = _check_epoch(part, sp.current_leader_epoch)
+        if part.log.offline:  # its log dir failed (storage/log_manager.py)
+            code = E.KAFKA_STORAGE_ERROR
         if code:
             answers.append(_partition_answer(index, code))
             had_error = True
@@ -205,6 +207,10 @@ def _read_all(
                 answers.append(
                     _partition_answer(index, E.OFFSET_OUT_OF_RANGE, hw, hw, plog.log_start_offset)
                 )
+                had_error = True
+                continue
+            except OSError:  # the dir just went offline (logged by the log manager)
+                answers.append(_partition_answer(index, E.KAFKA_STORAGE_ERROR))
                 had_error = True
                 continue
         total += len(data)
@@ -236,6 +242,8 @@ async def handle_list_offsets(broker: "Broker", ctx: RequestContext, req: Any) -
                 parts.append(entry)
                 continue
             code = _check_epoch(part, getattr(p, "current_leader_epoch", -1))
+            if part.log.offline:
+                code = E.KAFKA_STORAGE_ERROR
             if code:
                 entry["error_code"] = code
                 parts.append(entry)
@@ -280,11 +288,17 @@ async def handle_offset_for_leader_epoch(
                 entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif code := _check_epoch(part, p.current_leader_epoch):
                 entry["error_code"] = code
-            elif p.leader_epoch <= part.leader_epoch:
-                # Only one leader epoch has existed on a single node so far: every
-                # epoch up to the current one ends at the log end offset.
-                entry["leader_epoch"] = part.leader_epoch if p.leader_epoch >= 0 else -1
-                entry["end_offset"] = part.log.log_end_offset
+            elif part.log.offline:
+                entry["error_code"] = E.KAFKA_STORAGE_ERROR
+            else:
+                # The leader epoch cache (storage/leader_epoch.py): the largest
+                # epoch <= the requested one and where the next epoch starts (or
+                # the log end offset for the latest), as Kafka answers.
+                epoch, end_offset = part.log.leader_epoch_cache.end_offset_for(
+                    p.leader_epoch, part.log.log_end_offset
+                )
+                entry["leader_epoch"] = epoch
+                entry["end_offset"] = end_offset
             parts.append(entry)
         topics.append({"topic": t.topic, "partitions": parts})
     return {"topics": topics}

@@ -20,8 +20,11 @@ async def handle_describe_log_dirs(
     if req.topics is not None:
         wanted = {(t.topic, p) for t in req.topics for p in t.partitions}
     by_dir: dict[str, dict[str, list[dict[str, Any]]]] = {str(d): {} for d in broker.log_dirs}
+    offline = {str(d) for d in broker.log_manager.offline_dirs}
     for (topic, index), part in sorted(rm.partitions.items()):
         if wanted is not None and (topic, index) not in wanted:
+            continue
+        if part.log.offline:
             continue
         d = str(broker.log_manager.dir_of(part.log))
         by_dir.setdefault(d, {}).setdefault(topic, []).append(
@@ -35,6 +38,11 @@ async def handle_describe_log_dirs(
             total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
         except OSError:
             total = usable = -1
+        if d in offline:
+            # Kafka's answer for an offline dir: the error, no partitions, no sizes.
+            results.append({"error_code": 56, "log_dir": d, "topics": [],  # KAFKA_STORAGE_ERROR
+                            "total_bytes": -1, "usable_bytes": -1})
+            continue
         results.append(
             {
                 "error_code": 0,

@@ -66,6 +66,9 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
     rm = broker.replica_manager
     node_id = broker.node_id
     responses = []
+    # Appends whose flush policy asks for an fsync: answered once the flusher
+    # (storage/flusher.py) has synced them, many appends to one fsync.
+    flushes: list[tuple[dict[str, Any], Any]] = []
     for topic in req.topic_data:
         name = topic.name
         parts = []
@@ -121,26 +124,33 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
             try:
                 info = plog.append_as_leader(buf, headers, part.leader_epoch)
             except OSError as e:
-                log.error("append to %s-%d failed: %s", name, index, e)
+                if not plog.offline:
+                    log.error("append to %s-%d failed: %s", name, index, e)
                 parts.append(_partition_error(index, E.KAFKA_STORAGE_ERROR, str(e)))
                 continue
             # One replica in the ISR: the high watermark follows the log end offset.
             plog.high_watermark = plog.log_end_offset
             rm.purgatory.notify((name, index))
-            parts.append(
-                {
-                    "index": index,
-                    "error_code": 0,
-                    "base_offset": info.first_offset,
-                    "log_append_time": info.log_append_time_ms
-                    if info.log_append_time_ms >= 0
-                    else None,
-                    "log_start_offset": info.log_start_offset,
-                    "record_errors": [],
-                    "error_message": None,
-                }
-            )
+            answer = {
+                "index": index,
+                "error_code": 0,
+                "base_offset": info.first_offset,
+                "log_append_time": info.log_append_time_ms
+                if info.log_append_time_ms >= 0
+                else None,
+                "log_start_offset": info.log_start_offset,
+                "record_errors": [],
+                "error_message": None,
+            }
+            parts.append(answer)
+            if info.flush_needed and rm.log_manager.flusher is not None:
+                flushes.append((answer, rm.log_manager.flusher.request_flush(plog)))
         responses.append({"name": name, "partition_responses": parts})
+    for answer, flushed in flushes:
+        try:
+            await flushed
+        except OSError as e:
+            answer.update(_partition_error(answer["index"], E.KAFKA_STORAGE_ERROR, str(e)))
     if acks == 0:
         return None
     return {"responses": responses}
