@@ -37,6 +37,7 @@ JSON to bench/results/<time>.json (gitignored).
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -61,6 +62,8 @@ RESULTS_DIR = REPO_ROOT / "bench" / "results"
 BROKERS = ("odradek", "tansu")
 SATURATED_FRACTION = 0.9          # of one core: a process is saturated
 MACHINE_SATURATED_FRACTION = 0.85  # of all cores: the machine is
+NOISY_OTHER_CORES = 0.25           # other processes' CPU that makes a run noisy
+SAMPLE_HZ = 20
 LATENCY_WARMUP_S = 1.0
 CLIENT_JOIN_GRACE_S = 30.0
 # A latency record: magic byte (1 = measured, 0 = warm-up), send time in ns.
@@ -235,6 +238,7 @@ def latency_consumer_proc(bootstrap: str, topic: str, expected: int, deadline: f
     consumer.assign([TopicPartition(topic, 0, 0)])
     consumer.poll(1.0)  # connected and fetching
     ready.set()
+    cpu0 = _rusage_s()
     samples_ns: list[int] = []
     seen = 0
     # poll() returns as soon as one record is there; consume(n, timeout) would wait
@@ -252,7 +256,8 @@ def latency_consumer_proc(bootstrap: str, topic: str, expected: int, deadline: f
         if flag:
             samples_ns.append(now - sent_ns)
     consumer.close()
-    out.put({"role": "latency-consumer", "received": seen, "samples_ns": samples_ns})
+    out.put({"role": "latency-consumer", "received": seen, "samples_ns": samples_ns,
+             "cpu_s": _rusage_s() - cpu0})
 
 
 # ---------------------------------------------------------------------------
@@ -269,6 +274,7 @@ class Result:
     mb_per_s: float = 0.0
     broker_cpu_cores: float = 0.0
     client_cpu_cores: float = 0.0
+    other_cpu_cores: float = 0.0  # everything else on the machine: noise if large
     bound: str = ""
     timed_out: bool = False
     errors: int = 0
@@ -303,7 +309,79 @@ class BrokerCpu:
         return total
 
 
-def verdict(broker_cores: float, client_procs: list[dict[str, Any]], wall_s: float) -> str:
+class CpuSampler:
+    """Samples (time, machine busy CPU s, broker CPU s) at SAMPLE_HZ in a thread, so
+    CPU can be read over exactly the window the clients were active."""
+
+    def __init__(self, broker: BrokerCpu) -> None:
+        import threading
+
+        self.broker = broker
+        self.samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _busy_s() -> float:
+        import psutil
+
+        t = psutil.cpu_times()
+        return sum(t) - t.idle - getattr(t, "iowait", 0.0)
+
+    def _sample(self) -> None:
+        self.samples.append((time.time(), self._busy_s(), self.broker.seconds()))
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0 / SAMPLE_HZ):
+            self._sample()
+
+    def __enter__(self) -> CpuSampler:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._sample()
+
+    def at(self, t: float) -> tuple[float, float]:
+        """(machine busy s, broker s) at time t, interpolated between samples."""
+        xs = self.samples
+        if t <= xs[0][0]:
+            return xs[0][1], xs[0][2]
+        for (t0, m0, b0), (t1, m1, b1) in itertools.pairwise(xs):
+            if t0 <= t <= t1:
+                f = (t - t0) / (t1 - t0) if t1 > t0 else 0.0
+                return m0 + f * (m1 - m0), b0 + f * (b1 - b0)
+        return xs[-1][1], xs[-1][2]
+
+    def over(self, start: float, end: float) -> tuple[float, float]:
+        """(machine busy s, broker s) spent between start and end."""
+        m0, b0 = self.at(start)
+        m1, b1 = self.at(end)
+        return m1 - m0, b1 - b0
+
+
+def finish(res: Result, sampler: CpuSampler, start: float, end: float,
+           client_cpu_s: float) -> None:
+    """Broker CPU over the clients' window, and other processes' CPU over it: a loaded
+    machine makes every number noisy."""
+    wall = end - start
+    if wall <= 0:
+        return
+    machine_s, broker_s = sampler.over(start, end)
+    res.broker_cpu_cores = broker_s / wall
+    res.other_cpu_cores = max(0.0, (machine_s - broker_s - client_cpu_s) / wall)
+
+
+def note_noise(res: Result) -> None:
+    if res.other_cpu_cores >= NOISY_OTHER_CORES:
+        res.bound += f"; NOISY: other processes used {res.other_cpu_cores:.2f} cores"
+
+
+def verdict(broker_cores: float, client_procs: list[dict[str, Any]], wall_s: float,
+            other_cores: float = 0.0) -> str:
     cores = os.cpu_count() or 1
     client_cores = sum(r["cpu_s"] for r in client_procs) / wall_s if wall_s else 0.0
     busiest_client = max((r["cpu_s"] / max(1e-9, r["end"] - r["start"]) for r in client_procs),
@@ -313,7 +391,7 @@ def verdict(broker_cores: float, client_procs: list[dict[str, Any]], wall_s: flo
         parts.append("broker")
     if busiest_client >= SATURATED_FRACTION:
         parts.append("client")
-    if broker_cores + client_cores >= MACHINE_SATURATED_FRACTION * cores:
+    if broker_cores + client_cores + other_cores >= MACHINE_SATURATED_FRACTION * cores:
         parts.append(f"machine ({cores} cores)")
     return "+".join(parts) + "-bound" if parts else "neither saturated"
 
@@ -353,6 +431,32 @@ def collect(ctx: Any, procs: list[Any], out: Any, n: int, deadline: float) -> li
     return results
 
 
+def run_clients(ctx: Any, cpu: BrokerCpu, procs: list[Any], go: Any, out: Any,
+                deadline: float) -> tuple[list[dict[str, Any]], CpuSampler]:
+    for p in procs:
+        p.start()
+    time.sleep(1.0)  # let the clients connect and fetch metadata
+    with CpuSampler(cpu) as sampler:
+        go.set()
+        rs = collect(ctx, procs, out, len(procs), deadline)
+    return rs, sampler
+
+
+def summarize(res: Result, rs: list[dict[str, Any]], sampler: CpuSampler, records: int) -> None:
+    start, end = min(r["start"] for r in rs), max(r["end"] for r in rs)
+    res.wall_s = end - start
+    res.records = records
+    res.records_per_s = records / res.wall_s if res.wall_s else 0.0
+    res.mb_per_s = res.records_per_s * res.record_bytes / 1e6
+    client_cpu_s = sum(r["cpu_s"] for r in rs)
+    res.client_cpu_cores = client_cpu_s / res.wall_s if res.wall_s else 0.0
+    finish(res, sampler, start, end, client_cpu_s)
+    res.bound = verdict(res.broker_cpu_cores, rs, res.wall_s, res.other_cpu_cores)
+    note_noise(res)
+    res.errors = sum(r["errors"] for r in rs)
+    res.first_error = next((r["first_error"] for r in rs if r["first_error"]), None)
+
+
 def run_produce(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, name: str, topic: str,
                 count: int, size: int, acks: str, args: argparse.Namespace) -> Result:
     go, out = ctx.Event(), ctx.Queue()
@@ -363,30 +467,15 @@ def run_produce(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, name: str, topi
                          args=(broker.bootstrap, topic, shares[i], size, acks, args.partitions,
                                i * max(1, args.partitions // n), deadline, go, out))
              for i in range(n)]
-    for p in procs:
-        p.start()
-    time.sleep(1.0)  # let producers connect
-    cpu0 = cpu.seconds()
-    go.set()
-    rs = collect(ctx, procs, out, n, deadline)
-    cpu1 = cpu.seconds()
-    res = Result(broker.kind, name, record_bytes=size)
+    rs, sampler = run_clients(ctx, cpu, procs, go, out, deadline)
+    res = Result(broker.kind, name, record_bytes=size,
+                 extra={"producers": n, "acks": acks, "requested": count})
     if not rs:
         res.timed_out = True
         return res
-    start, end = min(r["start"] for r in rs), max(r["end"] for r in rs)
-    res.wall_s = end - start
     acked = sum(r["sent"] - r["unacked"] - r["errors"] for r in rs)
-    res.records = acked
-    res.records_per_s = acked / res.wall_s if res.wall_s else 0.0
-    res.mb_per_s = res.records_per_s * size / 1e6
-    res.broker_cpu_cores = (cpu1 - cpu0) / res.wall_s if res.wall_s else 0.0
-    res.client_cpu_cores = sum(r["cpu_s"] for r in rs) / res.wall_s if res.wall_s else 0.0
-    res.bound = verdict(res.broker_cpu_cores, rs, res.wall_s)
+    summarize(res, rs, sampler, acked)
     res.timed_out = len(rs) < n or any(r["timed_out"] for r in rs) or acked < count
-    res.errors = sum(r["errors"] for r in rs)
-    res.first_error = next((r["first_error"] for r in rs if r["first_error"]), None)
-    res.extra = {"producers": n, "acks": acks, "requested": count}
     return res
 
 
@@ -401,29 +490,14 @@ def run_consume(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, name: str, topi
                          args=(broker.bootstrap, topic, assignment[i], count, shared,
                                deadline, go, out))
              for i in range(n)]
-    for p in procs:
-        p.start()
-    time.sleep(1.0)
-    cpu0 = cpu.seconds()
-    go.set()
-    rs = collect(ctx, procs, out, n, deadline)
-    cpu1 = cpu.seconds()
-    res = Result(broker.kind, name, record_bytes=size)
+    rs, sampler = run_clients(ctx, cpu, procs, go, out, deadline)
+    res = Result(broker.kind, name, record_bytes=size, extra={"consumers": n, "expected": count})
     if not rs:
         res.timed_out = True
         return res
-    start, end = min(r["start"] for r in rs), max(r["end"] for r in rs)
-    res.wall_s = end - start
-    res.records = sum(r["received"] for r in rs)
-    res.records_per_s = res.records / res.wall_s if res.wall_s else 0.0
-    res.mb_per_s = res.records_per_s * size / 1e6
-    res.broker_cpu_cores = (cpu1 - cpu0) / res.wall_s if res.wall_s else 0.0
-    res.client_cpu_cores = sum(r["cpu_s"] for r in rs) / res.wall_s if res.wall_s else 0.0
-    res.bound = verdict(res.broker_cpu_cores, rs, res.wall_s)
-    res.timed_out = res.records < count
-    res.errors = sum(r["errors"] for r in rs)
-    res.first_error = next((r["first_error"] for r in rs if r["first_error"]), None)
-    res.extra = {"consumers": n, "expected": count}
+    received = sum(r["received"] for r in rs)
+    summarize(res, rs, sampler, received)
+    res.timed_out = len(rs) < n or received < count
     return res
 
 
@@ -447,16 +521,15 @@ def run_latency(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, topic: str,
     consumer.start()
     producer.start()
     ready.wait(timeout=30)
-    cpu0, t0 = cpu.seconds(), time.time()
-    go.set()
-    rs = collect(ctx, [producer, consumer], out, 2, deadline)
-    wall = time.time() - t0
-    cpu1 = cpu.seconds()
+    with CpuSampler(cpu) as sampler:
+        t0 = time.time()
+        go.set()
+        rs = collect(ctx, [producer, consumer], out, 2, deadline)
+        wall = time.time() - t0
     res = Result(broker.kind, f"latency {args.latency_rate}/s", record_bytes=args.latency_size)
     by_role = {r["role"]: r for r in rs}
     prod, cons = by_role.get("latency-producer"), by_role.get("latency-consumer")
     res.wall_s = wall
-    res.broker_cpu_cores = (cpu1 - cpu0) / wall if wall else 0.0
     if prod is None or cons is None:
         res.timed_out = True
         return res
@@ -485,6 +558,9 @@ def run_latency(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, topic: str,
     res.bound = ("falls behind (p50 first/last tenth "
                  f"{first_p50:.0f}/{last_p50:.0f} ms)" if last_p50 > 2 * first_p50 + 50
                  else "keeps up")
+    res.client_cpu_cores = (prod["cpu_s"] + cons["cpu_s"]) / wall if wall else 0.0
+    finish(res, sampler, t0, t0 + wall, prod["cpu_s"] + cons["cpu_s"])
+    note_noise(res)
     return res
 
 
@@ -565,7 +641,7 @@ def fmt_result(r: Result) -> str:
 def print_table(results: list[Result]) -> None:
     print()
     head = (f"{'broker':8} {'workload':24} {'records':>10} {'rec/s':>11} {'MB/s':>8} "
-            f"{'broker cpu':>10} {'client cpu':>10}  {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8}  note")
+            f"{'broker cpu':>10} {'client cpu':>10} {'other cpu':>9}  {'p50 ms':>7} {'p99 ms':>7} {'p99.9 ms':>8}  note")
     print(head)
     print("-" * len(head))
     for r in results:
@@ -576,7 +652,8 @@ def print_table(results: list[Result]) -> None:
         if r.first_error:
             note += f" err: {r.first_error[:60]}"
         print(f"{r.broker:8} {r.workload:24} {r.records:>10,} {r.records_per_s:>11,.0f} "
-              f"{r.mb_per_s:>8.1f} {r.broker_cpu_cores:>10.2f} {r.client_cpu_cores:>10.2f}  "
+              f"{r.mb_per_s:>8.1f} {r.broker_cpu_cores:>10.2f} {r.client_cpu_cores:>10.2f} "
+              f"{r.other_cpu_cores:>9.2f}  "
               f"{lat_cols}  {note}")
 
 
@@ -651,6 +728,7 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "duration_s": time.time() - started,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "loadavg_at_end": os.getloadavg(),
                     "platform": platform.platform(),
                     "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
