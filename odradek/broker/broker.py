@@ -17,6 +17,7 @@ from typing import Any
 from kio.serial import entity_reader, entity_writer
 
 from ..config import BrokerConfig
+from ..coordinator.service import GroupCoordinatorService
 from ..metadata import records as R
 from ..metadata.controller import Controller
 from ..metadata.image import MetadataImage
@@ -79,6 +80,7 @@ class Broker:
         self.log_tasks: LogTasks | None = None
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
         self.metadata_lock = asyncio.Lock()
+        self.group_coordinator = GroupCoordinatorService(self)
 
     # -- configuration helpers -----------------------------------------------
 
@@ -112,6 +114,7 @@ class Broker:
         image = self.quorum.load()
         self.replica_manager.load_from_image(image)
         self._register()
+        self.group_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
         for listener in self.config.listeners:
@@ -171,6 +174,7 @@ class Broker:
             await self.log_tasks.stop()
         if self.log_manager.flusher is not None:
             await asyncio.to_thread(self.log_manager.flusher.shutdown)  # type: ignore[attr-defined]
+        await self.group_coordinator.stop()
         self.replica_manager.shutdown()
         self.quorum.close()
         log.info("odradek node %d stopped", self.node_id)

@@ -79,6 +79,50 @@ def _requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
         api.ApiKey.DESCRIBE_TOPIC_PARTITIONS: {"topics": [{"name": topic}],
                                                "response_partition_limit": 100,
                                                "cursor": None},
+        **_group_requests(topic, topic_id),
+    }
+
+
+def _group_requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
+    group = f"matrix-{topic}"
+    fetch_topics = [{"name": topic, "topic_id": topic_id, "partition_indexes": [0]}]
+    return {  # in this order: the commit creates the group the later requests look at
+        api.ApiKey.FIND_COORDINATOR: {"key": group, "key_type": 0, "coordinator_keys": [group]},
+        api.ApiKey.JOIN_GROUP: {"group_id": group, "session_timeout": 10000,
+                                "rebalance_timeout": 10000, "member_id": "not-a-member",
+                                "group_instance_id": None, "protocol_type": "consumer",
+                                "protocols": [{"name": "range", "metadata": b""}],
+                                "reason": None},
+        api.ApiKey.SYNC_GROUP: {"group_id": group, "generation_id": 1,
+                                "member_id": "not-a-member", "group_instance_id": None,
+                                "protocol_type": None, "protocol_name": None, "assignments": []},
+        api.ApiKey.HEARTBEAT: {"group_id": group, "generation_id": 1,
+                               "member_id": "not-a-member", "group_instance_id": None},
+        api.ApiKey.LEAVE_GROUP: {"group_id": group, "member_id": "not-a-member",
+                                 "members": [{"member_id": "not-a-member",
+                                              "group_instance_id": None, "reason": None}]},
+        api.ApiKey.OFFSET_COMMIT: {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+            "group_instance_id": None, "retention_time": -1,
+            "topics": [{"name": topic, "topic_id": topic_id, "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": "matrix"}]}]},
+        api.ApiKey.OFFSET_FETCH: {"group_id": group, "topics": fetch_topics,
+                                  "groups": [{"group_id": group, "member_id": None,
+                                              "member_epoch": -1, "topics": fetch_topics}],
+                                  "require_stable": False},
+        api.ApiKey.DESCRIBE_GROUPS: {"groups": [group], "include_authorized_operations": False},
+        api.ApiKey.LIST_GROUPS: {"states_filter": [], "types_filter": []},
+        api.ApiKey.OFFSET_DELETE: {"group_id": group, "topics": [
+            {"name": topic, "partitions": [{"partition_index": 0}]}]},
+        api.ApiKey.DELETE_GROUPS: {"groups_names": [group + "-absent"]},
+        api.ApiKey.CONSUMER_GROUP_HEARTBEAT: {
+            "group_id": group + "-848", "member_id": str(uuid.uuid4()), "member_epoch": 0,
+            "instance_id": None, "rack_id": None, "rebalance_timeout": 30000,
+            "subscribed_topic_names": [topic], "subscribed_topic_regex": None,
+            "server_assignor": None, "topic_partitions": []},
+        api.ApiKey.CONSUMER_GROUP_DESCRIBE: {"group_ids": [group + "-848"],
+                                             "include_authorized_operations": False},
     }
 
 
@@ -102,6 +146,11 @@ def _errors(obj: Any, path: str = "") -> list[tuple[str, int]]:
 EXPECTED_ERRORS = {
     api.ApiKey.DELETE_TOPICS: {3, 100},  # the topic is absent on purpose
     api.ApiKey.CREATE_PARTITIONS: {37},  # asks for the count it already has
+    api.ApiKey.JOIN_GROUP: {25},  # UNKNOWN_MEMBER_ID: the member id is made up on purpose
+    api.ApiKey.SYNC_GROUP: {25},
+    api.ApiKey.HEARTBEAT: {25},
+    api.ApiKey.LEAVE_GROUP: {25},
+    api.ApiKey.DELETE_GROUPS: {69},  # GROUP_ID_NOT_FOUND: the group is absent on purpose
 }
 
 

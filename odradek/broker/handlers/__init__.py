@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 from ..context import Handler
-from . import admin, api_versions, configs, fetch, log_dirs, metadata, produce, producer_id
+from . import (
+    admin,
+    api_versions,
+    configs,
+    fetch,
+    groups,
+    log_dirs,
+    metadata,
+    produce,
+    producer_id,
+)
 
 HANDLERS: dict[int, Handler] = {}
-for _module in (admin, api_versions, configs, fetch, log_dirs, metadata, produce, producer_id):
+for _module in (
+    admin, api_versions, configs, fetch, groups, log_dirs, metadata, produce, producer_id
+):
     HANDLERS.update(_module.HANDLERS)

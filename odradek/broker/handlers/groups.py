@@ -1,0 +1,504 @@
+"""Group APIs: FindCoordinator, the classic group protocol, offsets, group admin, KIP-848.
+
+A thin translation between kio requests and the coordinator core
+(`odradek/coordinator/`): requests become plain calls, the core's answers
+become version-neutral dicts. JoinGroup and SyncGroup may have to wait for
+other members; they await a future the coordinator shell resolves, so the
+event loop never blocks (the connection still answers its requests in order).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from ...coordinator import errors as CE
+from ...coordinator.classic import JoinRequest, SyncRequest, join_error, sync_error
+from ...coordinator.consumer import HeartbeatRequest, heartbeat_error
+from ...coordinator.core import OffsetCommit, Out
+from ...coordinator.service import GroupCoordinatorService
+from ...protocol import api
+from ..context import RequestContext
+from . import errors as E
+from .metadata import brokers_for
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+ZERO_UUID = uuid.UUID(int=0)
+MAX_WAIT_SLACK_S = 5.0  # a parked request is answered at most this long after its own timeout
+
+
+def _service(broker: Broker) -> GroupCoordinatorService:
+    service: GroupCoordinatorService | None = getattr(broker, "group_coordinator", None)
+    assert service is not None, "the broker wires the group coordinator in start()"
+    return service
+
+
+def _client_host(ctx: RequestContext) -> str:
+    peer = ctx.connection.peer if ctx.connection else "?"
+    return "/" + peer.rsplit(":", 1)[0]
+
+
+async def _ready(broker: Broker) -> GroupCoordinatorService:
+    service = _service(broker)
+    await service.ensure_offsets_topic()
+    return service
+
+
+# -- FindCoordinator ----------------------------------------------------------------------
+
+
+async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
+    keys = list(req.coordinator_keys) if ctx.api_version >= 4 else [req.key]
+    results = []
+    service = _service(broker)
+    created = E.NONE
+    if key_type == KEY_TYPE_GROUP:
+        created = await service.ensure_offsets_topic()
+    me = next(
+        (b for b in brokers_for(broker.image, ctx.listener) if b["node_id"] == broker.node_id), None
+    )
+    for key in keys:
+        entry: dict[str, Any] = {
+            "key": key,
+            "node_id": -1,
+            "host": "",
+            "port": -1,
+            "error_code": E.NONE,
+            "error_message": None,
+        }
+        if key_type == KEY_TYPE_TRANSACTION:
+            entry["error_code"] = E.COORDINATOR_NOT_AVAILABLE
+            entry["error_message"] = "The transaction coordinator is not available yet."
+        elif key_type != KEY_TYPE_GROUP:
+            entry["error_code"] = E.INVALID_REQUEST
+            entry["error_message"] = f"Unknown coordinator key type {key_type}."
+        elif created != E.NONE or me is None:
+            entry["error_code"] = E.COORDINATOR_NOT_AVAILABLE
+        elif not key and ctx.api_version < 4:
+            entry["error_code"] = CE.INVALID_GROUP_ID
+        else:
+            code = service.core.check(key)
+            if code in (E.NONE, CE.INVALID_GROUP_ID):
+                # Kafka answers an empty group id too (old clients look up "" this way).
+                entry.update(node_id=me["node_id"], host=me["host"], port=me["port"])
+            else:
+                entry["error_code"] = code
+        results.append(entry)
+    if ctx.api_version >= 4:
+        return {"coordinators": results}
+    return dict(results[0])
+
+
+# -- JoinGroup / SyncGroup / Heartbeat / LeaveGroup --------------------------------------------
+
+
+async def _wait(
+    service: GroupCoordinatorService,
+    token: int,
+    fut: asyncio.Future[dict[str, Any]],
+    timeout_s: float,
+    on_timeout: dict[str, Any],
+) -> dict[str, Any]:
+    try:
+        return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+    except TimeoutError:
+        service.forget(token)
+        return on_timeout
+
+
+async def handle_join_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    session_ms = _ms(req.session_timeout)
+    rebalance_ms = _ms(req.rebalance_timeout) if ctx.api_version >= 1 else session_ms
+    jr = JoinRequest(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=req.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in req.protocols],
+        session_timeout_ms=session_ms,
+        rebalance_timeout_ms=rebalance_ms,
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+        api_version=ctx.api_version,
+    )
+    if jr.group_instance_id is not None and ctx.api_version < 5:
+        jr.group_instance_id = None
+    waiter = service.new_waiter()
+    if waiter is None:
+        return _join_out(join_error(CE.COORDINATOR_NOT_AVAILABLE, req.member_id), ctx)
+    token, fut = waiter
+    out = Out()
+    service.core.join_group(jr, token, service.clock_ms(), out)
+    service.apply(out)
+    timeout_s = max(rebalance_ms, session_ms) / 1000 + MAX_WAIT_SLACK_S
+    resp = await _wait(
+        service, token, fut, timeout_s, join_error(CE.REBALANCE_IN_PROGRESS, req.member_id)
+    )
+    return _join_out(resp, ctx)
+
+
+def _join_out(resp: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+    resp = dict(resp)
+    if ctx.api_version < 7 and resp.get("protocol_name") is None:
+        resp["protocol_name"] = ""  # a non-nullable string before v7
+    return resp
+
+
+async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    sr = SyncRequest(
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        generation_id=req.generation_id,
+        protocol_type=getattr(req, "protocol_type", None),
+        protocol_name=getattr(req, "protocol_name", None),
+        assignments={a.member_id: bytes(a.assignment) for a in req.assignments},
+    )
+    waiter = service.new_waiter()
+    if waiter is None:
+        return sync_error(CE.COORDINATOR_NOT_AVAILABLE)
+    token, fut = waiter
+    out = Out()
+    service.core.sync_group(req.group_id, sr, token, service.clock_ms(), out)
+    service.apply(out)
+    group = service.core.groups.get(req.group_id)
+    rebalance_ms = 300_000
+    member = getattr(group, "members", {}).get(req.member_id) if group is not None else None
+    if member is not None:
+        rebalance_ms = getattr(member, "rebalance_timeout_ms", rebalance_ms)
+    return await _wait(
+        service,
+        token,
+        fut,
+        rebalance_ms / 1000 + MAX_WAIT_SLACK_S,
+        sync_error(CE.REBALANCE_IN_PROGRESS),
+    )
+
+
+async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    code = service.core.heartbeat(
+        req.group_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        req.generation_id,
+        service.clock_ms(),
+    )
+    return {"error_code": code}
+
+
+async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    if ctx.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in req.members]
+    else:
+        members = [(req.member_id, None)]
+    out = Out()
+    top, codes = service.core.leave_group(req.group_id, members, service.clock_ms(), out)
+    service.apply(out)
+    if ctx.api_version < 3:
+        return {"error_code": top if top != E.NONE else codes[0]}
+    return {
+        "error_code": top,
+        "members": [
+            {"member_id": mid, "group_instance_id": iid, "error_code": code}
+            for (mid, iid), code in zip(members, codes)
+        ]
+        if top == E.NONE
+        else [],
+    }
+
+
+# -- OffsetCommit / OffsetFetch / OffsetDelete ------------------------------------------------------
+
+
+async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    image = broker.image
+    by_id = ctx.api_version >= 10
+    commits: list[OffsetCommit] = []
+    answers: list[tuple[Any, list[tuple[int, int | None]]]] = []  # topic ref, [(p, code|None)]
+    for t in req.topics:
+        if by_id:
+            topic = image.topics_by_id.get(t.topic_id)
+            name, missing = (topic.name if topic else None), CE.UNKNOWN_TOPIC_ID
+        else:
+            name, missing = t.name, CE.UNKNOWN_TOPIC_OR_PARTITION
+        parts: list[tuple[int, int | None]] = []
+        for p in t.partitions:
+            if name is None or name not in image.topics_by_name:
+                parts.append((p.partition_index, missing))
+                continue
+            parts.append((p.partition_index, None))
+            commits.append(
+                OffsetCommit(
+                    name,
+                    p.partition_index,
+                    p.committed_offset,
+                    getattr(p, "committed_leader_epoch", -1),
+                    p.committed_metadata,
+                )
+            )
+        answers.append((t.topic_id if by_id else t.name, parts))
+    out = Out()
+    codes = (
+        service.core.commit_offsets(
+            req.group_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            req.generation_id_or_member_epoch,
+            commits,
+            ctx.api_version,
+            service.clock_ms(),
+            out,
+        )
+        if commits
+        else []
+    )
+    if not service.apply(out):
+        codes = [CE.COORDINATOR_NOT_AVAILABLE if c == E.NONE else c for c in codes]
+    it = iter(codes)
+    topics = []
+    for ref, parts in answers:
+        entry: dict[str, Any] = {"topic_id": ref} if by_id else {"name": ref}
+        entry["partitions"] = [
+            {"partition_index": p, "error_code": next(it) if code is None else code}
+            for p, code in parts
+        ]
+        topics.append(entry)
+    return {"topics": topics}
+
+
+def _fetch_group(
+    broker: Broker,
+    service: GroupCoordinatorService,
+    group_id: str,
+    topics: Any,
+    by_id: bool,
+    member_id: str | None,
+    member_epoch: int,
+) -> tuple[int, list[dict[str, Any]]]:
+    image = broker.image
+    wanted: list[tuple[str, list[int]]] | None = None
+    ids: dict[str, Any] = {}
+    if topics is not None:
+        wanted = []
+        for t in topics:
+            if by_id:
+                topic = image.topics_by_id.get(t.topic_id)
+                name = topic.name if topic else f"\0{t.topic_id}"
+                ids[name] = t.topic_id
+            else:
+                name = t.name
+            wanted.append((name, list(t.partition_indexes)))
+    code, found = service.core.fetch_offsets(group_id, wanted, member_id, member_epoch)
+    out = []
+    for name, parts in found.items():
+        if by_id:
+            topic = image.topics_by_name.get(name)
+            ref: dict[str, Any] = {
+                "topic_id": ids.get(name) or (topic.topic_id if topic else ZERO_UUID)
+            }
+            if topic is None and topics is None:
+                continue  # offsets of a deleted topic have no id to show
+        else:
+            ref = {"name": name}
+        ref["partitions"] = [
+            {
+                "partition_index": p,
+                "committed_offset": v.offset if v else -1,
+                "committed_leader_epoch": v.leader_epoch if v else -1,
+                "metadata": v.metadata if v else "",
+                "error_code": CE.UNKNOWN_TOPIC_ID if by_id and name.startswith("\0") else E.NONE,
+            }
+            for p, v in parts
+        ]
+        out.append(ref)
+    if code != E.NONE:
+        out = []
+    return code, out
+
+
+async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    by_id = ctx.api_version >= 10
+    if ctx.api_version >= 8:
+        groups = []
+        for g in req.groups:
+            code, topics = _fetch_group(
+                broker,
+                service,
+                g.group_id,
+                g.topics,
+                by_id,
+                getattr(g, "member_id", None),
+                getattr(g, "member_epoch", -1),
+            )
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        return {"groups": groups}
+    code, topics = _fetch_group(broker, service, req.group_id, req.topics, False, None, -1)
+    if ctx.api_version < 2 and code != E.NONE:
+        # v0-1 have no top-level error: it goes on every requested partition.
+        topics = [
+            {
+                "name": t.name,
+                "partitions": [
+                    {
+                        "partition_index": p,
+                        "committed_offset": -1,
+                        "metadata": "",
+                        "error_code": code,
+                    }
+                    for p in t.partition_indexes
+                ],
+            }
+            for t in (req.topics or [])
+        ]
+    return {"topics": topics, "error_code": code}
+
+
+async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+    out = Out()
+    code, found = service.core.delete_offsets(req.group_id, wanted, out)
+    service.apply(out)
+    image = broker.image
+    topics = []
+    if code == E.NONE:
+        for name, parts in wanted:
+            codes = dict(found.get(name, []))
+            topics.append(
+                {
+                    "name": name,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "error_code": codes.get(p, E.NONE)
+                            if name in image.topics_by_name
+                            else E.UNKNOWN_TOPIC_OR_PARTITION,
+                        }
+                        for p in parts
+                    ],
+                }
+            )
+    return {"error_code": code, "topics": topics}
+
+
+# -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------------
+
+
+async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    groups = []
+    for group_id in req.groups:
+        g = service.core.describe_group(group_id)
+        if ctx.api_version >= 6 and g["error_code"] == E.NONE and g["group_state"] == "Dead":
+            g["error_code"] = CE.GROUP_ID_NOT_FOUND
+            g["error_message"] = f"Group {group_id} not found."
+        groups.append(g)
+    return {"groups": groups}
+
+
+async def handle_list_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = _service(broker)
+    states = {s.lower() for s in getattr(req, "states_filter", ())}
+    types = {t.lower() for t in getattr(req, "types_filter", ())}
+    groups = [
+        g
+        for g in service.core.list_groups()
+        if (not states or g["group_state"].lower() in states)
+        and (not types or g["group_type"] in types)
+    ]
+    return {"error_code": E.NONE, "groups": groups}
+
+
+async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = await _ready(broker)
+    out = Out()
+    results = [
+        {"group_id": g, "error_code": service.core.delete_group(g, out)} for g in req.groups_names
+    ]
+    if not service.apply(out):
+        for r in results:
+            if r["error_code"] == E.NONE:
+                r["error_code"] = CE.COORDINATOR_NOT_AVAILABLE
+    return {"results": results}
+
+
+# -- KIP-848 ------------------------------------------------------------------------------
+
+
+async def handle_consumer_group_heartbeat(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = await _ready(broker)
+    if not req.group_id:
+        return heartbeat_error(CE.INVALID_REQUEST, "GroupId can't be empty.")
+    if ctx.api_version >= 1 and not req.member_id:
+        return heartbeat_error(CE.INVALID_REQUEST, "MemberId can't be empty.")
+    if req.member_epoch < -2:
+        return heartbeat_error(CE.INVALID_REQUEST, f"MemberEpoch {req.member_epoch} is invalid.")
+    owned = None
+    if req.topic_partitions is not None:
+        owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions}
+    hr = HeartbeatRequest(
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=_ms(req.rebalance_timeout),
+        subscribed_topic_names=list(req.subscribed_topic_names)
+        if req.subscribed_topic_names is not None
+        else None,
+        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+        server_assignor=req.server_assignor,
+        topic_partitions=owned,
+        client_id=ctx.client_id or "",
+        client_host=_client_host(ctx),
+        api_version=ctx.api_version,
+    )
+    return service.core.consumer_heartbeat(req.group_id, hr, service.topics(), service.clock_ms())
+
+
+async def handle_consumer_group_describe(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = await _ready(broker)
+    image = broker.image
+    names = {tid: t.name for tid, t in image.topics_by_id.items()}
+    return {
+        "groups": [
+            service.core.consumer_describe(g, names, service.topics()) for g in req.group_ids
+        ]
+    }
+
+
+def _ms(value: Any) -> int:
+    from ...protocol.entities import ms
+
+    return ms(value)
+
+
+HANDLERS = {
+    api.ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    api.ApiKey.JOIN_GROUP: handle_join_group,
+    api.ApiKey.SYNC_GROUP: handle_sync_group,
+    api.ApiKey.HEARTBEAT: handle_heartbeat,
+    api.ApiKey.LEAVE_GROUP: handle_leave_group,
+    api.ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    api.ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    api.ApiKey.OFFSET_DELETE: handle_offset_delete,
+    api.ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    api.ApiKey.LIST_GROUPS: handle_list_groups,
+    api.ApiKey.DELETE_GROUPS: handle_delete_groups,
+    api.ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    api.ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
+}

@@ -1,0 +1,569 @@
+"""The group coordinator core: groups and committed offsets over `__consumer_offsets`.
+
+Theory of operation. Group `g` lives in partition
+`abs(java_string_hashcode(g)) % offsets.topic.num.partitions` of
+`__consumer_offsets`. The coordinator serves the groups of the partitions it
+has *loaded* (those this broker leads): loading replays the partition's
+records (`records.py`) into groups and offsets; unloading forgets them and
+fails waiting requests with NOT_COORDINATOR. Every change is returned as
+records to append to the group's partition (`Effects.records`), and replies
+to waiting JoinGroup/SyncGroup requests as `Effects.replies`.
+
+The core never reads a clock or touches a file: `now_ms` and the topic view
+(name -> (topic id, partition count)) are arguments. The shell in
+`service.py` appends the records, resolves the waiting requests and calls
+`tick` on a timer.
+
+Offsets retention (Kafka's rule): offsets of an empty group expire
+`offsets.retention.minutes` after the later of the commit and the moment the
+group became empty (for a group without a protocol, after the commit); in a
+group with members, offsets of topics no member subscribes to expire after the
+commit. An empty group with no offsets left is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import errors as E
+from .classic import (
+    DEAD,
+    EMPTY,
+    ClassicGroup,
+    Effects,
+    GroupLimits,
+    JoinRequest,
+    SyncRequest,
+    join_error,
+)
+from .consumer import ConsumerConfig, ConsumerGroup, HeartbeatRequest, TopicsView, heartbeat_error
+from .records import (
+    CorruptRecord,
+    GroupKey,
+    OffsetKey,
+    OffsetValue,
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    group_key,
+    group_value,
+    offset_key,
+    offset_value,
+)
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+MAX_GROUPS = 100_000  # groups per broker; a new group beyond it is refused
+MAX_GROUP_ID_LENGTH = 32767
+
+Group = ClassicGroup | ConsumerGroup
+TopicPartition = tuple[str, int]
+
+
+def java_string_hashcode(s: str) -> int:
+    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as int32."""
+    h = 0
+    data = s.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    h = java_string_hashcode(group_id)
+    return (0 if h == -(2**31) else abs(h)) % num_partitions  # Kafka's Utils.abs
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorConfig:
+    num_partitions: int = 50
+    limits: GroupLimits = field(default_factory=GroupLimits)
+    consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+    offset_metadata_max_bytes: int = 4096
+
+
+@dataclass(slots=True)
+class OffsetCommit:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+
+
+@dataclass(slots=True)
+class Out(Effects):
+    records: list[tuple[int, bytes, bytes | None]] = field(default_factory=list)
+
+
+class GroupCoordinator:
+    def __init__(self, config: CoordinatorConfig) -> None:
+        self.config = config
+        self.loaded: set[int] = set()
+        self.groups: dict[str, Group] = {}
+        self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+
+    # -- ownership -----------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.config.num_partitions)
+
+    def check(self, group_id: str | None) -> int:
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        if len(group_id) > MAX_GROUP_ID_LENGTH:
+            return E.INVALID_GROUP_ID
+        if self.partition_for(group_id) not in self.loaded:
+            return E.NOT_COORDINATOR
+        return E.NONE
+
+    def load(
+        self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int
+    ) -> int:
+        """Replay a partition's (key, value) records; returns how many were applied."""
+        group_values: dict[str, Any] = {}
+        offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        count = 0
+        for key, value in records:
+            if key is None:
+                continue
+            try:
+                k = decode_key(key)
+                if isinstance(k, OffsetKey):
+                    tp = (k.topic, k.partition)
+                    if value is None:
+                        offsets.get(k.group, {}).pop(tp, None)
+                    else:
+                        offsets.setdefault(k.group, {})[tp] = decode_offset_value(value)
+                elif isinstance(k, GroupKey):
+                    group_values[k.group] = None if value is None else decode_group_value(value)
+                else:
+                    continue
+            except (CorruptRecord, UnicodeDecodeError) as e:
+                log.warning(
+                    "%s-%d: skipping a record that does not parse: %s", OFFSETS_TOPIC, partition, e
+                )
+                continue
+            count += 1
+        for group_id, gv in group_values.items():
+            if gv is not None:
+                self.groups[group_id] = ClassicGroup.from_value(
+                    group_id, gv, self.config.limits, now_ms
+                )
+        for group_id, entries in offsets.items():
+            if not entries:
+                continue
+            self.offsets[group_id] = entries
+            if group_id not in self.groups:
+                self.groups[group_id] = ClassicGroup(group_id, self.config.limits, now_ms)
+        self.loaded.add(partition)
+        return count
+
+    def unload(self, partition: int, out: Out) -> None:
+        self.loaded.discard(partition)
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            if isinstance(group, ClassicGroup):
+                group.fail_waiting(E.NOT_COORDINATOR, out)
+            self.offsets.pop(group_id, None)
+
+    # -- records ------------------------------------------------------------------------------
+
+    def flush_dirty(self, out: Out) -> None:
+        for group_id in sorted(out.dirty):
+            group = self.groups.get(group_id)
+            if isinstance(group, ClassicGroup) and group.state != DEAD:
+                out.records.append(
+                    (
+                        self.partition_for(group_id),
+                        group_key(group_id),
+                        group_value(group.to_value()),
+                    )
+                )
+        out.dirty.clear()
+
+    def _classic(self, group_id: str, create: bool, now_ms: int) -> ClassicGroup | int:
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return E.UNKNOWN_MEMBER_ID
+            if len(self.groups) >= MAX_GROUPS:
+                log.warning("refusing group %r: %d groups is the limit", group_id, MAX_GROUPS)
+                return E.COORDINATOR_NOT_AVAILABLE
+            group = ClassicGroup(group_id, self.config.limits, now_ms)
+            self.groups[group_id] = group
+        if not isinstance(group, ClassicGroup):
+            return (
+                E.INCONSISTENT_GROUP_PROTOCOL
+                if not group.is_empty
+                else self._convert(group_id, now_ms)
+            )
+        return group
+
+    def _convert(self, group_id: str, now_ms: int) -> ClassicGroup:
+        group = ClassicGroup(group_id, self.config.limits, now_ms)
+        self.groups[group_id] = group
+        return group
+
+    # -- classic protocol ----------------------------------------------------------------------
+
+    def join_group(self, req: JoinRequest, token: int, now_ms: int, out: Out) -> None:
+        code = self.check(req.group_id)
+        if code == E.NONE:
+            limits = self.config.limits
+            if (
+                not limits.min_session_timeout_ms
+                <= req.session_timeout_ms
+                <= limits.max_session_timeout_ms
+            ):
+                code = E.INVALID_SESSION_TIMEOUT
+        if code != E.NONE:
+            out.reply(token, join_error(code, req.member_id))
+            return
+        found = self._classic(req.group_id, req.member_id == "", now_ms)
+        if isinstance(found, int):
+            out.reply(token, join_error(found, req.member_id))
+            return
+        found.join(req, token, now_ms, out)
+        self.flush_dirty(out)
+
+    def sync_group(
+        self, group_id: str, req: SyncRequest, token: int, now_ms: int, out: Out
+    ) -> None:
+        from .classic import sync_error
+
+        code = self.check(group_id)
+        group = self.groups.get(group_id) if code == E.NONE else None
+        if code == E.NONE and not isinstance(group, ClassicGroup):
+            code = E.UNKNOWN_MEMBER_ID
+        if code != E.NONE or not isinstance(group, ClassicGroup):
+            out.reply(token, sync_error(code))
+            return
+        group.sync(req, token, now_ms, out)
+        self.flush_dirty(out)
+
+    def heartbeat(
+        self, group_id: str, member_id: str, instance_id: str | None, generation: int, now_ms: int
+    ) -> int:
+        code = self.check(group_id)
+        if code != E.NONE:
+            return code
+        group = self.groups.get(group_id)
+        if not isinstance(group, ClassicGroup):
+            return E.UNKNOWN_MEMBER_ID
+        return group.heartbeat(member_id, instance_id, generation, now_ms)
+
+    def leave_group(
+        self, group_id: str, members: list[tuple[str, str | None]], now_ms: int, out: Out
+    ) -> tuple[int, list[int]]:
+        code = self.check(group_id)
+        if code != E.NONE:
+            return code, [code] * len(members)
+        group = self.groups.get(group_id)
+        if not isinstance(group, ClassicGroup):
+            return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
+        results = [group.leave(mid, iid, now_ms, out) for mid, iid in members]
+        self.flush_dirty(out)
+        return E.NONE, results
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    def commit_offsets(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        commits: list[OffsetCommit],
+        api_version: int,
+        now_ms: int,
+        out: Out,
+    ) -> list[int]:
+        code = self.check(group_id)
+        if code == E.NONE:
+            code = self._validate_commit(
+                group_id, member_id, instance_id, generation, api_version, now_ms
+            )
+        if code != E.NONE:
+            return [code] * len(commits)
+        partition = self.partition_for(group_id)
+        stored = self.offsets.setdefault(group_id, {})
+        codes = []
+        for c in commits:
+            metadata = c.metadata or ""
+            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
+                codes.append(E.OFFSET_METADATA_TOO_LARGE)
+                continue
+            value = OffsetValue(c.offset, c.leader_epoch, metadata, now_ms)
+            stored[(c.topic, c.partition)] = value
+            out.records.append(
+                (partition, offset_key(group_id, c.topic, c.partition), offset_value(value))
+            )
+            codes.append(E.NONE)
+        return codes
+
+    def _validate_commit(
+        self,
+        group_id: str,
+        member_id: str,
+        instance_id: str | None,
+        generation: int,
+        api_version: int,
+        now_ms: int,
+    ) -> int:
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation >= 0:
+                return E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION
+            if len(self.groups) >= MAX_GROUPS:
+                return E.COORDINATOR_NOT_AVAILABLE
+            self.groups[group_id] = ClassicGroup(group_id, self.config.limits, now_ms)
+            return E.NONE
+        if isinstance(group, ConsumerGroup):
+            return group.validate_offset_commit(member_id, generation)
+        if group.state == DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE
+        if generation < 0 and group.state == EMPTY:
+            return E.NONE  # an admin commit: no member, no generation
+        if group.state == "CompletingRebalance":
+            return E.REBALANCE_IN_PROGRESS
+        if instance_id is not None:
+            current = group.static_members.get(instance_id)
+            if current is not None and current != member_id:
+                return E.FENCED_INSTANCE_ID
+        if member_id not in group.members:
+            return E.UNKNOWN_MEMBER_ID
+        if generation != group.generation:
+            return E.ILLEGAL_GENERATION
+        group.member_heartbeat_from_commit(member_id, now_ms)
+        return E.NONE
+
+    def fetch_offsets(
+        self,
+        group_id: str,
+        wanted: list[tuple[str, list[int]]] | None,
+        member_id: str | None = None,
+        member_epoch: int = -1,
+    ) -> tuple[int, dict[str, list[tuple[int, OffsetValue | None]]]]:
+        """(group error, topic -> [(partition, committed offset or None)])."""
+        code = self.check(group_id)
+        if code != E.NONE:
+            return code, {}
+        group = self.groups.get(group_id)
+        if member_id is not None and isinstance(group, ConsumerGroup):
+            m = group.members.get(member_id)
+            if m is None:
+                return E.UNKNOWN_MEMBER_ID, {}
+            if member_epoch != m.member_epoch:
+                return E.STALE_MEMBER_EPOCH, {}
+        stored = self.offsets.get(group_id, {})
+        result: dict[str, list[tuple[int, OffsetValue | None]]] = {}
+        if wanted is None:
+            for (topic, p), value in sorted(stored.items()):
+                result.setdefault(topic, []).append((p, value))
+        else:
+            for topic, parts in wanted:
+                result.setdefault(topic, []).extend((p, stored.get((topic, p))) for p in parts)
+        return E.NONE, result
+
+    # -- admin ------------------------------------------------------------------------------------
+
+    def describe_group(self, group_id: str) -> dict[str, Any]:
+        code = self.check(group_id)
+        group = self.groups.get(group_id) if code == E.NONE else None
+        if isinstance(group, ClassicGroup) and group.state != DEAD:
+            return group.describe()
+        if isinstance(group, ConsumerGroup):
+            return {
+                "error_code": E.NONE,
+                "error_message": None,
+                "group_id": group_id,
+                "group_state": group.state,
+                "protocol_type": "consumer",
+                "protocol_data": "",
+                "members": [],
+                "authorized_operations": -(2**31),
+            }
+        return {
+            "error_code": code,
+            "error_message": None,
+            "group_id": group_id,
+            "group_state": DEAD,
+            "protocol_type": "",
+            "protocol_data": "",
+            "members": [],
+            "authorized_operations": -(2**31),
+        }
+
+    def list_groups(self) -> list[dict[str, str]]:
+        out = []
+        for group_id, group in sorted(self.groups.items()):
+            if isinstance(group, ClassicGroup):
+                if group.state == DEAD:
+                    continue
+                out.append(
+                    {
+                        "group_id": group_id,
+                        "protocol_type": group.protocol_type or "",
+                        "group_state": group.state,
+                        "group_type": "classic",
+                    }
+                )
+            else:
+                out.append(
+                    {
+                        "group_id": group_id,
+                        "protocol_type": "consumer",
+                        "group_state": group.state,
+                        "group_type": "consumer",
+                    }
+                )
+        return out
+
+    def delete_group(self, group_id: str, out: Out) -> int:
+        code = self.check(group_id)
+        if code != E.NONE:
+            return code
+        group = self.groups.get(group_id)
+        if group is None or (isinstance(group, ClassicGroup) and group.state == DEAD):
+            return E.GROUP_ID_NOT_FOUND
+        if not group.is_empty:
+            return E.NON_EMPTY_GROUP
+        self._delete(group_id, out)
+        return E.NONE
+
+    def _delete(self, group_id: str, out: Out) -> None:
+        partition = self.partition_for(group_id)
+        for topic, p in sorted(self.offsets.pop(group_id, {})):
+            out.records.append((partition, offset_key(group_id, topic, p), None))
+        group = self.groups.pop(group_id, None)
+        if isinstance(group, ClassicGroup):
+            group.mark_dead(out)
+        out.records.append((partition, group_key(group_id), None))
+
+    def delete_offsets(
+        self, group_id: str, wanted: list[tuple[str, list[int]]], out: Out
+    ) -> tuple[int, dict[str, list[tuple[int, int]]]]:
+        code = self.check(group_id)
+        if code != E.NONE:
+            return code, {}
+        group = self.groups.get(group_id)
+        if group is None or (isinstance(group, ClassicGroup) and group.state == DEAD):
+            return E.GROUP_ID_NOT_FOUND, {}
+        subscribed: set[str] = set()
+        if not group.is_empty:
+            if isinstance(group, ClassicGroup):
+                found = group.subscribed_topics()
+                if found is None:
+                    return E.NON_EMPTY_GROUP, {}
+                subscribed = found
+            else:
+                subscribed = {t for m in group.members.values() for t in m.subscribed_topic_names}
+        partition = self.partition_for(group_id)
+        stored = self.offsets.get(group_id, {})
+        result: dict[str, list[tuple[int, int]]] = {}
+        for topic, parts in wanted:
+            for p in parts:
+                if topic in subscribed:
+                    result.setdefault(topic, []).append((p, E.GROUP_SUBSCRIBED_TO_TOPIC))
+                    continue
+                if stored.pop((topic, p), None) is not None:
+                    out.records.append((partition, offset_key(group_id, topic, p), None))
+                result.setdefault(topic, []).append((p, E.NONE))
+        return E.NONE, result
+
+    # -- KIP-848 ------------------------------------------------------------------------------
+
+    def consumer_heartbeat(
+        self, group_id: str, req: HeartbeatRequest, topics: TopicsView, now_ms: int
+    ) -> dict[str, Any]:
+        code = self.check(group_id)
+        if code != E.NONE:
+            return heartbeat_error(code, None)
+        group = self.groups.get(group_id)
+        if isinstance(group, ClassicGroup):
+            if group.is_empty and group.state != DEAD:
+                group = None  # an empty classic group (offsets only) becomes a consumer group
+            else:
+                return heartbeat_error(
+                    E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                )
+        if group is None:
+            if req.member_epoch != 0:
+                return heartbeat_error(E.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
+            if len(self.groups) >= MAX_GROUPS:
+                return heartbeat_error(E.COORDINATOR_NOT_AVAILABLE, "Too many groups.")
+            group = ConsumerGroup(group_id, self.config.consumer)
+            self.groups[group_id] = group
+        return group.heartbeat(req, topics, now_ms)
+
+    def consumer_describe(
+        self, group_id: str, names_by_id: Mapping[Any, str], topics: TopicsView
+    ) -> dict[str, Any]:
+        code = self.check(group_id)
+        group = self.groups.get(group_id) if code == E.NONE else None
+        if isinstance(group, ConsumerGroup):
+            return group.describe(names_by_id, topics)
+        if code == E.NONE:
+            code = E.GROUP_ID_NOT_FOUND
+        message = (
+            f"Group {group_id} is not a consumer group."
+            if group is not None
+            else f"Group {group_id} not found."
+        )
+        return {
+            "error_code": code,
+            "error_message": message if code == E.GROUP_ID_NOT_FOUND else None,
+            "group_id": group_id,
+            "group_state": "Dead",
+            "group_epoch": -1,
+            "assignment_epoch": -1,
+            "assignor_name": "",
+            "members": [],
+            "authorized_operations": -(2**31),
+        }
+
+    # -- timers --------------------------------------------------------------------------------
+
+    def tick(self, now_ms: int, topics: TopicsView, out: Out) -> None:
+        for group in list(self.groups.values()):
+            if isinstance(group, ClassicGroup):
+                group.tick(now_ms, out)
+            else:
+                group.tick(now_ms, topics)
+        self.flush_dirty(out)
+
+    def expire_offsets(self, now_ms: int, topics: TopicsView, out: Out) -> int:
+        retention = self.config.offsets_retention_ms
+        expired = 0
+        for group_id in list(self.groups):
+            group = self.groups[group_id]
+            stored = self.offsets.get(group_id, {})
+            if isinstance(group, ClassicGroup):
+                if group.state == DEAD:
+                    continue
+                subscribed = None if group.is_empty else group.subscribed_topics()
+                if not group.is_empty and subscribed is None:
+                    continue  # not a consumer protocol: offsets stay while it has members
+                since = group.state_timestamp_ms if group.is_empty and group.protocol_type else 0
+            else:
+                subscribed = None if group.is_empty else group.subscribed_topics(topics)
+                since = 0
+            partition = self.partition_for(group_id)
+            for (topic, p), value in list(stored.items()):
+                if subscribed is not None and topic in subscribed:
+                    continue
+                if max(value.commit_timestamp_ms, since) + retention <= now_ms:
+                    del stored[(topic, p)]
+                    out.records.append((partition, offset_key(group_id, topic, p), None))
+                    expired += 1
+            if not stored:
+                self.offsets.pop(group_id, None)
+                if group.is_empty and (not isinstance(group, ClassicGroup) or group.state == EMPTY):
+                    self._delete(group_id, out)
+        return expired

@@ -1,0 +1,280 @@
+"""The asyncio shell of the group coordinator.
+
+It owns no group logic: it creates `__consumer_offsets` on first need (through
+the controller and the metadata quorum, like CreateTopics), loads the
+partitions this broker leads into the core by replaying their logs, appends
+the records the core returns (one batch per partition per call) and resolves
+the futures of waiting JoinGroup/SyncGroup requests. A timer task calls
+`core.tick` every TICK_MS and `core.expire_offsets` every
+`offsets.retention.check.interval.ms`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..metadata.controller import NewTopic
+from ..metadata.image import MetadataImage
+from ..protocol import records as batches
+from . import errors as E
+from .classic import GroupLimits
+from .consumer import ConsumerConfig
+from .core import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, Out
+
+if TYPE_CHECKING:
+    from ..broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+TICK_MS = 100
+READ_CHUNK_BYTES = 4 * 1024 * 1024
+MAX_WAITING_REQUESTS = 100_000  # JoinGroup/SyncGroup requests parked at once
+RECORDS_PER_BATCH = 1000
+
+TopicsView = dict[str, tuple[uuid.UUID, int]]
+
+
+def _ignored_int(broker: Broker, key: str, default: int) -> int:
+    """A group.consumer.* key: real Kafka keys the config table does not model yet."""
+    raw = broker.config.ignored.get(key)
+    try:
+        return int(raw) if raw is not None else default
+    except ValueError:
+        log.warning("%s=%r is not an integer; using %d", key, raw, default)
+        return default
+
+
+def coordinator_config(broker: Broker) -> CoordinatorConfig:
+    c = broker.config
+    assignors = tuple(
+        a.strip()
+        for a in (c.ignored.get("group.consumer.assignors") or "uniform,range").split(",")
+        if a.strip()
+    )
+    return CoordinatorConfig(
+        num_partitions=c.get("offsets.topic.num.partitions"),
+        limits=GroupLimits(
+            min_session_timeout_ms=c.get("group.min.session.timeout.ms"),
+            max_session_timeout_ms=c.get("group.max.session.timeout.ms"),
+            initial_rebalance_delay_ms=c.get("group.initial.rebalance.delay.ms"),
+            max_size=c.get("group.max.size"),
+        ),
+        consumer=ConsumerConfig(
+            session_timeout_ms=_ignored_int(broker, "group.consumer.session.timeout.ms", 45000),
+            heartbeat_interval_ms=_ignored_int(
+                broker, "group.consumer.heartbeat.interval.ms", 5000
+            ),
+            max_size=_ignored_int(broker, "group.consumer.max.size", 2**31 - 1),
+            assignors=assignors or ("uniform",),
+        ),
+        offsets_retention_ms=c.get("offsets.retention.minutes") * 60_000,
+        offset_metadata_max_bytes=c.get("offset.metadata.max.bytes"),
+    )
+
+
+class GroupCoordinatorService:
+    def __init__(self, broker: Broker, clock_ms: Callable[[], int] | None = None) -> None:
+        self.broker = broker
+        self.core = GroupCoordinator(coordinator_config(broker))
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._tokens = itertools.count(1)
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._topics_cache: tuple[int, TopicsView] | None = None
+        self._create_lock = asyncio.Lock()
+        self.retention_check_ms: int = broker.config.get("offsets.retention.check.interval.ms")
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.on_metadata(MetadataImage(), self.broker.image, [])
+        self.broker.quorum.listeners.append(self.on_metadata)
+        self._task = asyncio.get_running_loop().create_task(self._timer())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.cancel()
+        self._waiting.clear()
+
+    async def _timer(self) -> None:
+        last_expiry = self.clock_ms()
+        while True:
+            await asyncio.sleep(TICK_MS / 1000)
+            try:
+                now = self.clock_ms()
+                out = Out()
+                self.core.tick(now, self.topics(), out)
+                if now - last_expiry >= self.retention_check_ms:
+                    last_expiry = now
+                    expired = self.core.expire_offsets(now, self.topics(), out)
+                    if expired:
+                        log.info("expired %d committed offsets", expired)
+                self.apply(out)
+            except Exception:  # the timer must survive a bug in one tick
+                log.exception("group coordinator tick failed")
+
+    # -- metadata -------------------------------------------------------------------------------
+
+    def topics(self) -> TopicsView:
+        image = self.broker.image
+        if self._topics_cache is None or self._topics_cache[0] != image.offset:
+            view = {
+                name: (t.topic_id, len(t.partitions)) for name, t in image.topics_by_name.items()
+            }
+            self._topics_cache = (image.offset, view)
+        return self._topics_cache[1]
+
+    def on_metadata(self, old: MetadataImage, new: MetadataImage, records: Any) -> None:
+        topic = new.topics_by_name.get(OFFSETS_TOPIC)
+        led = set()
+        if topic is not None:
+            led = {p for p, part in topic.partitions.items() if part.leader == self.broker.node_id}
+        out = Out()
+        for p in sorted(self.core.loaded - led):
+            self.core.unload(p, out)
+            log.info("unloaded %s-%d", OFFSETS_TOPIC, p)
+        for p in sorted(led - self.core.loaded):
+            self._load(p)
+        self.apply(out)
+
+    def _load(self, partition: int) -> None:
+        part = self.broker.replica_manager.get(OFFSETS_TOPIC, partition)
+        if part is None:
+            return
+        started = time.monotonic()
+        plog = part.log
+        end = plog.log_end_offset
+
+        def replay() -> Any:
+            offset = plog.log_start_offset
+            while offset < end:
+                data = plog.read(offset, READ_CHUNK_BYTES, end, True).records
+                if not data:
+                    break
+                for header in batches.iter_batch_headers(data):
+                    if header.next_offset <= offset:
+                        continue
+                    if not header.is_control:
+                        for r in batches.decode_batch_records(data, header):
+                            if r.offset >= offset:
+                                yield r.key, r.value
+                    offset = header.next_offset
+
+        count = self.core.load(partition, replay(), self.clock_ms())
+        if count:
+            log.info(
+                "loaded %s-%d: %d records in %.0f ms",
+                OFFSETS_TOPIC,
+                partition,
+                count,
+                (time.monotonic() - started) * 1000,
+            )
+
+    async def ensure_offsets_topic(self) -> int:
+        """Create `__consumer_offsets` if it does not exist; returns an error code."""
+        if OFFSETS_TOPIC in self.broker.image.topics_by_name:
+            return E.NONE
+        async with self._create_lock:
+            if OFFSETS_TOPIC in self.broker.image.topics_by_name:
+                return E.NONE
+            c = self.broker.config
+            live = sum(1 for b in self.broker.image.brokers.values() if not b.fenced)
+            rf = max(1, min(c.get("offsets.topic.replication.factor"), live))
+            topic = NewTopic(
+                name=OFFSETS_TOPIC,
+                num_partitions=c.get("offsets.topic.num.partitions"),
+                replication_factor=rf,
+                assignments={},
+                configs={
+                    "cleanup.policy": "compact",
+                    "compression.type": "producer",
+                    "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
+                },
+            )
+            from ..broker.handlers.admin import create_topics
+
+            results = await create_topics(self.broker, [topic], False)
+            result = results[OFFSETS_TOPIC]
+            if result.error_code not in (0, 36):  # 36 TOPIC_ALREADY_EXISTS
+                log.error("cannot create %s: %s", OFFSETS_TOPIC, result.error_message)
+                return E.COORDINATOR_NOT_AVAILABLE
+            log.info(
+                "created %s with %d partitions, replication factor %d",
+                OFFSETS_TOPIC,
+                topic.num_partitions,
+                rf,
+            )
+        return E.NONE
+
+    # -- effects ------------------------------------------------------------------------------
+
+    def new_waiter(self) -> tuple[int, asyncio.Future[dict[str, Any]]] | None:
+        if len(self._waiting) >= MAX_WAITING_REQUESTS:
+            return None
+        token = next(self._tokens)
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[token] = fut
+        return token, fut
+
+    def forget(self, token: int) -> None:
+        self._waiting.pop(token, None)
+
+    def apply(self, out: Out) -> bool:
+        """Append `out.records`, then answer `out.replies`; False if an append failed."""
+        ok = self._write(out.records)
+        out.records = []
+        for token, response in out.replies:
+            fut = self._waiting.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(response)
+        out.replies = []
+        return ok
+
+    def _write(self, records: list[tuple[int, bytes, bytes | None]]) -> bool:
+        if not records:
+            return True
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for p, key, value in records:
+            by_partition.setdefault(p, []).append((key, value))
+        ok = True
+        now = self.clock_ms()
+        rm = self.broker.replica_manager
+        for p, entries in by_partition.items():
+            part = rm.get(OFFSETS_TOPIC, p)
+            if part is None:
+                log.error(
+                    "%s-%d is not hosted here; %d records dropped", OFFSETS_TOPIC, p, len(entries)
+                )
+                ok = False
+                continue
+            for i in range(0, len(entries), RECORDS_PER_BATCH):
+                chunk = entries[i : i + RECORDS_PER_BATCH]
+                batch = bytearray(
+                    batches.build_batch(
+                        [batches.Record(offset=-1, timestamp=now, key=k, value=v) for k, v in chunk]
+                    )
+                )
+                headers = list(batches.iter_batch_headers(batch))
+                try:
+                    part.log.append_as_leader(batch, headers, part.leader_epoch)
+                except OSError as e:
+                    log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, p, e)
+                    ok = False
+                    break
+                # One replica in the ISR: the high watermark follows the log end offset.
+                part.log.high_watermark = part.log.log_end_offset
+                rm.purgatory.notify((OFFSETS_TOPIC, p))
+        return ok

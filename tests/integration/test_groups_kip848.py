@@ -1,0 +1,107 @@
+"""KIP-848 consumer groups (`group.protocol=consumer`) with librdkafka.
+
+The broker assigns (server-side `uniform` / `range`); members reconcile on
+their heartbeats, revoking before another member is given a partition.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer
+from kio.serial import entity_reader, entity_writer
+
+from odradek.protocol import api, entities
+from tests.integration.broker_proc import BrokerProcess
+from tests.integration.clients import Out, Wire, ck_common, ck_produce, create_topic
+from tests.integration.test_groups_helpers import Members, start_group_broker, values
+
+pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
+
+
+@pytest.fixture(scope="module")
+def gbroker(broker_kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    proc = start_group_broker(tmp_path_factory.mktemp("kip848"), broker_kind)
+    try:
+        yield proc
+    finally:
+        proc.close()
+
+
+def ck_848(bootstrap: str, group: str, **conf: object) -> Consumer:
+    return Consumer(
+        {
+            **ck_common(bootstrap),
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            **conf,
+        }
+    )
+
+
+def describe(bootstrap: str, group: str, version: int = 0):
+    cls = api.request_class(api.ApiKey.CONSUMER_GROUP_DESCRIBE, version)
+    body = io.BytesIO()
+    entity_writer(cls)(
+        body, entities.build(cls, {"group_ids": [group], "include_authorized_operations": False})
+    )
+    with Wire(bootstrap) as w:
+        w.send_request(
+            api.ApiKey.CONSUMER_GROUP_DESCRIBE, version, 7, body.getvalue(), header_version=2
+        )
+        frame = w.read_frame()
+    resp, _ = entity_reader(api.response_class(api.ApiKey.CONSUMER_GROUP_DESCRIBE, version))(
+        frame, 5
+    )
+    return resp.groups[0]
+
+
+@pytest.mark.parametrize("assignor", ["uniform", "range"])
+def test_kip848_members_share_partitions_and_take_over_when_one_leaves(
+    gbroker, topic_name, assignor
+):
+    group = f"g848-{uuid.uuid4().hex[:8]}"
+    create_topic(gbroker.bootstrap, topic_name, 6)
+    first = values("a", 60)
+    ck_produce(
+        gbroker.bootstrap, topic_name, [Out(v, partition=i % 6) for i, v in enumerate(first)]
+    )
+    conf = {"group.remote.assignor": assignor}
+    m = Members()
+    try:
+        m.add("c1", ck_848(gbroker.bootstrap, group, **conf), [topic_name])
+        m.add("c2", ck_848(gbroker.bootstrap, group, **conf), [topic_name])
+        m.add("c3", ck_848(gbroker.bootstrap, group, **conf), [topic_name])
+        m.poll_until(lambda: m.balanced(6) and set(first) <= m.values(), desc="3-way split")
+        d = describe(gbroker.bootstrap, group)
+        assert d.group_state == "Stable" and d.assignor_name == assignor
+        assert len(d.members) == 3
+        assert all(mem.member_epoch == d.assignment_epoch for mem in d.members)
+        owned = sorted(
+            p for mem in d.members for tp in mem.assignment.topic_partitions for p in tp.partitions
+        )
+        assert owned == list(range(6))
+        m.remove("c3")
+        m.poll_until(lambda: m.balanced(6) and len(m.consumers) == 2, desc="2-way split")
+        second = values("b", 60)
+        ck_produce(
+            gbroker.bootstrap, topic_name, [Out(v, partition=i % 6) for i, v in enumerate(second)]
+        )
+        m.poll_until(lambda: set(second) <= m.values(), desc="records after the leave")
+        m.consumers["c1"].commit(asynchronous=False)
+        m.consumers["c2"].commit(asynchronous=False)
+    finally:
+        m.close()
+    d = describe(gbroker.bootstrap, group)
+    assert d.group_state == "Empty"
+
+
+def test_kip848_describe_unknown_group_is_group_id_not_found(gbroker):
+    d = describe(gbroker.bootstrap, "no-such-group-" + uuid.uuid4().hex)
+    assert d.error_code.value == 69
