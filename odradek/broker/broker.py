@@ -28,6 +28,7 @@ from ..protocol.framing import (
     encode_response_frame,
     parse_request_header,
 )
+from ..storage.flusher import Flusher
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from ..topic_config import (
@@ -38,7 +39,6 @@ from ..topic_config import (
 )
 from .context import Handler, RequestContext
 from .fetch_session import FetchSessionCache
-from ..storage.flusher import Flusher
 from .handlers import HANDLERS
 from .log_tasks import LogTasks
 from .network import CLOSE, KafkaConnection
@@ -100,6 +100,13 @@ class Broker:
     def _log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
         return effective_log_config(self.config, image.topic_configs(topic))
 
+    def _load_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
+        try:
+            return self._log_config_for(image, topic)
+        except InvalidConfig as e:  # a stored override that no longer parses
+            log.warning("topic %s: loading its logs with default configs: %s", topic, e)
+            return self.default_log_config
+
     @property
     def image(self) -> MetadataImage:
         return self.quorum.image
@@ -110,8 +117,10 @@ class Broker:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         self.log_manager.attach_flusher(Flusher(loop))
-        self.log_manager.startup()
         image = self.quorum.load()
+        # Logs load with their topic's configs (index interval and size matter
+        # when an index is rebuilt), so the metadata image comes first.
+        self.log_manager.startup(lambda topic: self._load_config_for(image, topic))
         self.replica_manager.load_from_image(image)
         self._register()
         self.group_coordinator.start()

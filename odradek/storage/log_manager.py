@@ -164,15 +164,18 @@ class LogManager:
         self.flusher: FlushScheduler | None = None
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._clock_ms = clock_ms
+        self._config_for: Callable[[str], LogConfig] | None = None
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
 
     # -- startup -----------------------------------------------------------------------
-    def startup(self) -> None:
-        """Write or validate each dir's meta.properties, then load every log.
+    def startup(self, config_for: Callable[[str], LogConfig] | None = None) -> None:
+        """Write or validate each dir's meta.properties, then load every log with
+        ``config_for(topic)`` (default: the broker-wide defaults).
 
         A dir that cannot be used (I/O error) starts offline; if none is usable,
         the error goes up."""
+        self._config_for = config_for
         errors: list[OSError] = []
         for dir in self.log_dirs:
             try:
@@ -259,11 +262,14 @@ class LogManager:
                 )
             path = Path(entry.path)
             started = time.monotonic()
+            config = self.default_config
+            if self._config_for is not None:
+                config = self._config_for(parsed[0])
             plog = PartitionLog.open(
                 path,
                 parsed[0],
                 parsed[1],
-                self.default_config,
+                config,
                 read_partition_metadata(path),
                 clock_ms=self._clock_ms,
                 recovery_point=recovery_points.get(parsed, 0),
