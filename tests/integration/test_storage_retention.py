@@ -184,3 +184,37 @@ def test_delete_records_moves_low_watermark_and_consumers_reset(broker_factory, 
     # The log start offset survives a restart (log-start-offset-checkpoint).
     proc.restart()
     assert watermarks(proc.bootstrap, topic_name, 0) == (60, 100)
+
+
+def test_roll_by_segment_ms_and_by_full_index(broker_factory, topic_name):
+    proc = broker_factory()
+    by_time, by_index = f"{topic_name}-t", f"{topic_name}-i"
+    create_topic(proc.bootstrap, by_time, 1, config={"segment.ms": "60000"})
+    create_topic(proc.bootstrap, by_index, 1, config={
+        "segment.index.bytes": "40", "index.interval.bytes": "100"})
+    # segment.ms counts from the first batch's timestamp (Kafka's rule): records
+    # a minute and more apart roll, whatever the wall clock says.
+    t0 = int(time.time() * 1000) - 600_000
+    stamps = [t0, t0 + 30_000, t0 + 60_001, t0 + 70_000, t0 + 200_000]
+    ck_produce(proc.bootstrap, by_time,
+               [Out(value=b"%d" % i, partition=0, timestamp=ts) for i, ts in enumerate(stamps)],
+               **ONE_PER_BATCH)
+    assert [p.name[:20] for p in segment_files(partition_dir(proc, by_time))] == [
+        f"{0:020d}", f"{2:020d}", f"{4:020d}"]
+    # segment.index.bytes=40 holds 5 offset entries (3 time entries, one slot kept
+    # for the final one): the segment rolls when an index is full.
+    ck_produce(proc.bootstrap, by_index,
+               [Out(value=b"." * 150, partition=0) for _ in range(40)], **ONE_PER_BATCH)
+    d = partition_dir(proc, by_index)
+    logs = segment_files(d)
+    assert len(logs) >= 3
+    proc.stop()
+    for path in logs[:-1]:
+        stem = path.name[:20]
+        offset_entries = (d / f"{stem}.index").stat().st_size // 8
+        time_entries = (d / f"{stem}.timeindex").stat().st_size // 12
+        # trimmed on roll, and one of the two was full
+        assert offset_entries == 5 or time_entries == 3, (offset_entries, time_entries)
+        assert offset_entries <= 5 and time_entries <= 3
+    result = dump_log_verify(logs + index_files(d))
+    assert result.returncode == 0, result.stdout + result.stderr

@@ -330,3 +330,37 @@ def test_dump_log_verify_finds_corruption(tmp_path: Path, capsys: pytest.Capture
     index.write_bytes(bytes(raw))
     assert cli.main(["dump-log", "--verify-index-only", "--files", str(index)]) == 1
     assert "Mismatch" in capsys.readouterr().out
+
+
+# -- roll --------------------------------------------------------------------------------------
+
+
+def test_segment_jitter_shortens_segment_ms_by_the_segments_own_jitter(tmp_path: Path) -> None:
+    clock = FakeClock()
+    config = LogConfig(segment_ms=1000, segment_jitter_ms=500)
+    log = PartitionLog.open(tmp_path / "t-0", "t", 0, config, TOPIC_ID, clock_ms=clock)
+    _append(log, n=1, ts=10_000)
+    jitter = log.active_segment.roll_jitter_ms
+    assert 0 <= jitter < 500
+    _append(log, n=1, ts=10_000 + 1000 - jitter)  # waited == segment.ms - jitter: no roll
+    assert len(log.segments) == 1
+    _append(log, n=1, ts=10_000 + 1001 - jitter)  # past it: roll
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    log.close()
+
+
+def test_active_indexes_are_preallocated_to_whole_entries_and_trimmed_on_roll(
+        tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=600, segment_index_bytes=100, index_interval_bytes=1)
+    log = PartitionLog.open(tmp_path / "t-0", "t", 0, config, TOPIC_ID, clock_ms=FakeClock())
+    _append(log, n=1)
+    active = log.active_segment
+    # Kafka rounds segment.index.bytes down to whole entries: 12 * 8, 8 * 12.
+    assert active.offset_index.path.stat().st_size == 96
+    assert active.time_index.path.stat().st_size == 96
+    for _ in range(10):
+        _append(log, n=1)
+    closed = log.segments[0]
+    assert closed.offset_index.path.stat().st_size == 8 * closed.offset_index.entries
+    assert closed.time_index.path.stat().st_size == 12 * closed.time_index.entries
+    log.close()
