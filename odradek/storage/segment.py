@@ -497,12 +497,22 @@ class LogSegment:
         self.time_index.flush()
 
     def dup_fds(self) -> list[int]:
-        """Duplicates of the open file descriptors, for an fsync on another thread
-        that must not race a close (the caller closes them)."""
-        fds = []
-        for fd in (self._fd, self.offset_index.fd, self.time_index.fd):
-            if fd is not None and fd >= 0:
-                fds.append(os.dup(fd))
+        """Duplicates of the file descriptors a flush must fsync, for an fsync on
+        another thread that must not race a close (the caller closes them).
+
+        The active segment's indexes are left out: the active segment always
+        lies at or past the recovery point, so an unclean start rebuilds its
+        indexes from the log anyway; they are synced when the segment rolls."""
+        fds = [os.dup(self._fd)] if self._fd >= 0 else []
+        if not self.active:
+            # Closed indexes have no open descriptor (trimmed and closed on
+            # roll); fsync through a read-only one.
+            for index in (self.offset_index, self.time_index):
+                try:
+                    fds.append(os.dup(index.fd) if index.fd is not None
+                               else os.open(index.path, os.O_RDONLY))
+                except FileNotFoundError:
+                    continue
         return fds
 
     def largest_timestamp_ms(self) -> int:
