@@ -35,7 +35,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ..config import BrokerConfig
-from ..storage.log_manager import LogManager
+from ..storage.log_manager import CheckpointWrites, LogManager
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,7 @@ class LogTasks:
 
     def start(self) -> None:
         lm = self.log_manager
-        jobs: list[tuple[str, float, Callable[[], Awaitable[None] | None]]] = [
+        jobs: list[tuple[str, float, Callable[[], object]]] = [
             ("retention", self._interval("log.retention.check.interval.ms"), self._retention),
             ("file-delete", _clamp(FILE_DELETE_TICK_MS), lm.delete_pending_files),
             ("flush", self._interval("log.flush.scheduler.interval.ms"), lm.flush_due_logs),
@@ -87,20 +87,18 @@ class LogTasks:
     def _retention(self) -> None:
         self.log_manager.run_retention()
 
-    async def _checkpoint(self, snapshot: Callable[[], object]) -> None:
+    async def _checkpoint(self, snapshot: Callable[[], CheckpointWrites]) -> None:
         writes = snapshot()
-        errors = await asyncio.to_thread(self.log_manager.write_checkpoints, writes)  # type: ignore[arg-type]
+        errors = await asyncio.to_thread(self.log_manager.write_checkpoints, writes)
         for dir, error in errors:
             self.log_manager.mark_dir_offline(dir, error)
 
-    async def _every(
-        self, name: str, interval_s: float, job: Callable[[], Awaitable[None] | None]
-    ) -> None:
+    async def _every(self, name: str, interval_s: float, job: Callable[[], object]) -> None:
         while True:
             await asyncio.sleep(interval_s)
             try:
                 result = job()
-                if asyncio.iscoroutine(result):
+                if isinstance(result, Awaitable):
                     await result
             except asyncio.CancelledError:
                 raise
