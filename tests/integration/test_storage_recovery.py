@@ -234,3 +234,75 @@ def test_failed_log_dir_goes_offline_and_other_dirs_keep_working(broker_factory,
         if mounted:
             subprocess.run(["umount", "-l", str(bad)], capture_output=True, timeout=10,
                            check=False)
+
+
+def _offset_for_leader_epoch(bootstrap: str, topic: str, epoch: int) -> tuple[int, int, int]:
+    """(error, leader epoch, end offset) from a raw OffsetForLeaderEpoch v4."""
+    import io
+
+    from kio.schema.offset_for_leader_epoch.v4.request import (
+        OffsetForLeaderEpochRequest,
+        OffsetForLeaderPartition,
+        OffsetForLeaderTopic,
+    )
+    from kio.schema.offset_for_leader_epoch.v4.response import OffsetForLeaderEpochResponse
+    from kio.serial import entity_writer
+    from kio.static.primitive import i32
+
+    from tests.integration.clients import Wire, parse_response
+
+    req = OffsetForLeaderEpochRequest(
+        replica_id=i32(-1),
+        topics=(OffsetForLeaderTopic(topic=topic, partitions=(OffsetForLeaderPartition(
+            partition=i32(0), current_leader_epoch=i32(-1), leader_epoch=i32(epoch)),)),),
+    )
+    buf = io.BytesIO()
+    entity_writer(OffsetForLeaderEpochRequest)(buf, req)
+    with Wire(bootstrap) as w:
+        w.send_request(23, 4, 7, buf.getvalue())
+        frame = w.read_frame()
+    assert frame is not None
+    _, resp = parse_response(frame, OffsetForLeaderEpochResponse)
+    [p] = resp.topics[0].partitions
+    return int(p.error_code), int(p.leader_epoch), int(p.end_offset)
+
+
+def test_checkpoints_are_written_periodically_and_at_clean_shutdown(broker_factory,
+                                                                    topic_name):
+    proc = broker_factory(overrides={
+        "log.flush.offset.checkpoint.interval.ms": 200,
+        "log.flush.start.offset.checkpoint.interval.ms": 200,
+        "replica.high.watermark.checkpoint.interval.ms": 200,
+    })
+    create_topic(proc.bootstrap, topic_name, 1, config={"segment.bytes": "2048"})
+    outs = [Out(value=b"%04d" % i + b"." * 100, partition=0) for i in range(50)]
+    ck_produce(proc.bootstrap, topic_name, outs, **ONE_PER_BATCH)
+    data = Path(proc.data_dir)
+
+    def entry(name: str) -> int | None:
+        try:
+            lines = (data / name).read_text().splitlines()
+        except FileNotFoundError:
+            return None
+        for line in lines[2:]:
+            topic, partition, offset = line.split()
+            if (topic, partition) == (topic_name, "0"):
+                return int(offset)
+        return None
+
+    wait_until(lambda: entry("replication-offset-checkpoint") == 50, 10, desc="HW checkpoint")
+    # Rolls flush the closed segment, so the recovery point reaches the active base.
+    active_base = int(segment_files(partition_dir(proc, topic_name))[-1].name[:20])
+    wait_until(lambda: (entry("recovery-point-offset-checkpoint") or 0) >= active_base, 10,
+               desc="recovery point checkpoint")
+    epochs = (partition_dir(proc, topic_name) / "leader-epoch-checkpoint").read_text()
+    assert epochs == "0\n1\n0 0\n"
+    assert _offset_for_leader_epoch(proc.bootstrap, topic_name, 0) == (0, 0, 50)
+    assert not (data / ".kafka_cleanshutdown").exists()
+    proc.stop()
+    assert (data / ".kafka_cleanshutdown").exists()
+    assert entry("recovery-point-offset-checkpoint") == 50
+    assert entry("replication-offset-checkpoint") == 50
+    proc.start()
+    wait_until(lambda: not (data / ".kafka_cleanshutdown").exists(), 10, desc="marker removed")
+    assert watermarks(proc.bootstrap, topic_name, 0) == (0, 50)
