@@ -306,3 +306,38 @@ def test_checkpoints_are_written_periodically_and_at_clean_shutdown(broker_facto
     proc.start()
     wait_until(lambda: not (data / ".kafka_cleanshutdown").exists(), 10, desc="marker removed")
     assert watermarks(proc.bootstrap, topic_name, 0) == (0, 50)
+
+
+def test_flush_messages_1_acks_after_grouped_fsyncs_from_many_producers(broker_factory,
+                                                                        topic_name):
+    proc = broker_factory()
+    create_topic(proc.bootstrap, topic_name, 1, config={"flush.messages": "1"})
+    acked: list[bytes] = []
+    lock = threading.Lock()
+
+    def produce(worker: int) -> None:
+        def on_delivery(err, msg):
+            if err is None:
+                with lock:
+                    acked.append(msg.value())
+
+        p = Producer({"bootstrap.servers": proc.bootstrap, "acks": "all", "linger.ms": 0,
+                      "batch.num.messages": 1, "message.timeout.ms": 20000})
+        for i in range(300):
+            p.produce(topic_name, value=b"w%d-%04d" % (worker, i), partition=0,
+                      on_delivery=on_delivery)
+            p.poll(0)
+        assert p.flush(30) == 0
+
+    threads = [threading.Thread(target=produce, args=(w,)) for w in range(6)]
+    started = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    elapsed = time.monotonic() - started
+    assert len(acked) == 1800, f"{len(acked)} acked in {elapsed:.1f}s"
+    proc.kill9()  # every acknowledged record was fsynced before its answer
+    proc.start()
+    got = ck_consume(proc.bootstrap, topic_name, 1800, timeout=30)
+    assert sorted(r.value for r in got) == sorted(acked)
