@@ -678,6 +678,19 @@ def ratios(results: list[Result]) -> dict[str, dict[str, float]]:
     return out
 
 
+def filesystem_of(path: str) -> str:
+    """Filesystem type under path (odradek's data dir lives there: ext4 vs tmpfs matters)."""
+    import psutil
+
+    best = None
+    for part in psutil.disk_partitions(all=True):
+        if path.startswith(part.mountpoint) and (
+            best is None or len(part.mountpoint) > len(best.mountpoint)
+        ):
+            best = part
+    return f"{best.fstype} at {best.mountpoint}" if best else "unknown"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="10x fewer records, 3 s latency run")
@@ -729,6 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": time.time() - started,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loadavg_at_end": os.getloadavg(),
+                    "odradek_data_fs": filesystem_of(tempfile.gettempdir()),
                     "platform": platform.platform(),
                     "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
