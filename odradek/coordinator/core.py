@@ -113,6 +113,10 @@ class GroupCoordinator:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
 
+    def coordinator_error(self, key: str) -> int:
+        """NONE when this broker coordinates `key`'s partition, else NOT_COORDINATOR."""
+        return E.NONE if self.partition_for(key) in self.loaded else E.NOT_COORDINATOR
+
     def check(self, group_id: str | None) -> int:
         if not group_id:
             return E.INVALID_GROUP_ID

@@ -412,3 +412,28 @@ def test_aiokafka_two_members_share_and_commit(gbroker, topic_name, group):
                 await c.stop()
 
     asyncio.run(asyncio.wait_for(run(), TIMEOUT * 2))
+
+
+def test_stable_group_survives_a_broker_restart_without_rebalance(
+    broker_kind, tmp_path, topic_name, group
+):
+    proc = start_group_broker(tmp_path, broker_kind)
+    m = Members()
+    try:
+        create_topic(proc.bootstrap, topic_name, 4)
+        for name in ("c1", "c2"):
+            m.add(name, ck_member(proc.bootstrap, group), [topic_name])
+        m.poll_until(lambda: m.balanced(4), desc="2-way split")
+        before, calls = m.assignments(), dict(m.assign_calls)
+        proc.restart()  # the group metadata record brings members and generation back
+        vals = values("after", 20)
+        produce_spread(proc.bootstrap, topic_name, vals, 4)
+        m.poll_until(lambda: set(vals) <= m.values(), timeout=30, desc="records after restart")
+        assert m.assignments() == before
+        assert m.assign_calls == calls, "the restart caused a rebalance"
+        a = ck_admin(proc.bootstrap)
+        d = a.describe_consumer_groups([group], request_timeout=TIMEOUT)[group].result()
+        assert d.state == ConsumerGroupState.STABLE and len(d.members) == 2
+    finally:
+        m.close()
+        proc.close()

@@ -7,6 +7,8 @@ their heartbeats, revoking before another member is given a partition.
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 
@@ -87,6 +89,25 @@ def test_kip848_members_share_partitions_and_take_over_when_one_leaves(
             p for mem in d.members for tp in mem.assignment.topic_partitions for p in tp.partitions
         )
         assert owned == list(range(6))
+        described = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "odradek",
+                "groups",
+                "--bootstrap-server",
+                gbroker.bootstrap,
+                "describe",
+                group,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        lines = [ln.split() for ln in described.stdout.splitlines()[1:] if ln.strip()]
+        assert sorted(int(ln[2]) for ln in lines) == list(range(6)), described.stdout
+        assert {ln[6] for ln in lines} == {mem.member_id for mem in d.members}
         m.remove("c3")
         m.poll_until(lambda: m.balanced(6) and len(m.consumers) == 2, desc="2-way split")
         second = values("b", 60)

@@ -80,12 +80,10 @@ async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any)
             entry["error_message"] = f"Unknown coordinator key type {key_type}."
         elif created != E.NONE or me is None:
             entry["error_code"] = E.COORDINATOR_NOT_AVAILABLE
-        elif not key and ctx.api_version < 4:
-            entry["error_code"] = CE.INVALID_GROUP_ID
         else:
-            code = service.core.check(key)
-            if code in (E.NONE, CE.INVALID_GROUP_ID):
-                # Kafka answers an empty group id too (old clients look up "" this way).
+            # Any key, "" included, hashes to a partition (old clients look up "").
+            code = service.core.coordinator_error(key)
+            if code == E.NONE:
                 entry.update(node_id=me["node_id"], host=me["host"], port=me["port"])
             else:
                 entry["error_code"] = code
