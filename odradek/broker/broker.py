@@ -237,6 +237,13 @@ class Broker:
                 "closing %s: cannot parse %s v%d: %s", _peer(conn), api.api_name(key), version, e
             )
             return CLOSE
+        illegal = entities.find_illegal_null(request)
+        if illegal is not None:
+            log.warning(
+                "closing %s: %s v%d has null in non-nullable field %s",
+                _peer(conn), api.api_name(key), version, illegal,
+            )
+            return CLOSE
         ctx = RequestContext(
             key, version, header.correlation_id, header.client_id, conn,
             conn.listener if conn else "",

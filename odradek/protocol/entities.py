@@ -137,3 +137,39 @@ def ms(value: datetime.timedelta | datetime.datetime | int | None) -> int:
     if isinstance(value, datetime.datetime):
         return ms(value - _EPOCH)
     return int(value)
+
+
+@cache
+def _non_null_plan(cls: Any) -> list[tuple[str, Any, bool, bool]]:
+    """(name, nested class or None, is_tuple, nullable) for fields that can hold None."""
+    plan = []
+    for f in fields(cls):
+        tp = f.type
+        nullable = type(None) in get_args(tp) and get_origin(tp) is not tuple
+        nested, is_tuple = _nested_type(tp)
+        kafka_type = f.metadata.get("kafka_type", "")
+        if nested is None and not is_tuple and kafka_type not in ("string", "bytes", "records"):
+            continue  # fixed-size primitives are never None after decoding
+        plan.append((f.name, nested, is_tuple, nullable))
+    return plan
+
+
+def find_illegal_null(entity: Any, path: str = "") -> str | None:
+    """The path of the first field that is null although its schema says it cannot be.
+
+    kio decodes a -1 length as None whatever the schema; Kafka rejects such a
+    request as malformed, and so does odradek (the handlers may rely on it).
+    """
+    for name, nested, is_tuple, nullable in _non_null_plan(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return f"{path}{name}"
+            continue
+        if nested is not None:
+            items = value if is_tuple else (value,)
+            for i, item in enumerate(items):
+                found = find_illegal_null(item, f"{path}{name}[{i}]." if is_tuple else f"{path}{name}.")
+                if found:
+                    return found
+    return None
