@@ -292,6 +292,14 @@ _DEFS: list[ConfigDef] = [
     _d("group.max.session.timeout.ms", I, 1800000, "Largest session timeout a member may "
        "ask for.", MEDIUM),
     _d("group.max.size", I, INT_MAX, "Most members in one group.", MEDIUM, at_least(1)),
+    _d("group.consumer.session.timeout.ms", I, 45000, "Session timeout of members of "
+       "KIP-848 consumer groups.", MEDIUM, at_least(1)),
+    _d("group.consumer.heartbeat.interval.ms", I, 5000, "Heartbeat interval the broker "
+       "gives KIP-848 consumer group members.", MEDIUM, at_least(1)),
+    _d("group.consumer.max.size", I, INT_MAX, "Most members in one KIP-848 consumer "
+       "group.", MEDIUM, at_least(1)),
+    _d("group.consumer.assignors", LI, ["uniform", "range"], "Server-side assignors of "
+       "KIP-848 groups; the first is the default.", MEDIUM),
     # --- KRaft ---
     _d("broker.heartbeat.interval.ms", I, 2000, "Broker heartbeat to the controller.",
        MEDIUM),
@@ -360,8 +368,7 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     delegation.token.expiry.time.ms delegation.token.max.lifetime.ms
     delegation.token.secret.key delete.records.purgatory.purge.interval.requests
     early.start.listeners fetch.purgatory.purge.interval.requests
-    group.consumer.assignors group.consumer.heartbeat.interval.ms group.consumer.max.size
-    group.consumer.session.timeout.ms group.coordinator.rebalance.protocols
+    group.coordinator.rebalance.protocols
     group.coordinator.threads inter.broker.protocol.version kafka.metrics.polling.interval.secs
     kafka.metrics.reporters log.cleaner.threads.per.dir log.message.format.version
     max.connection.creation.rate max.connections.per.ip.overrides

@@ -23,6 +23,7 @@ from ..metadata.controller import Controller
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import MetadataQuorum
 from ..protocol import api, entities
+from ..protocol.guard import check_flexible_request
 from ..protocol.framing import (
     MalformedRequest,
     encode_response_frame,
@@ -229,9 +230,9 @@ class Broker:
             )
             return CLOSE
         try:
-            request, _size = entity_reader(api.request_class(key, version))(
-                frame, header.body_offset
-            )
+            request_cls = api.request_class(key, version)
+            check_flexible_request(request_cls, frame, header.body_offset)
+            request, _size = entity_reader(request_cls)(frame, header.body_offset)
         except Exception as e:  # kio raises a variety of errors on bad bytes
             log.warning(
                 "closing %s: cannot parse %s v%d: %s", _peer(conn), api.api_name(key), version, e

@@ -40,23 +40,9 @@ RECORDS_PER_BATCH = 1000
 TopicsView = dict[str, tuple[uuid.UUID, int]]
 
 
-def _ignored_int(broker: Broker, key: str, default: int) -> int:
-    """A group.consumer.* key: real Kafka keys the config table does not model yet."""
-    raw = broker.config.ignored.get(key)
-    try:
-        return int(raw) if raw is not None else default
-    except ValueError:
-        log.warning("%s=%r is not an integer; using %d", key, raw, default)
-        return default
-
-
 def coordinator_config(broker: Broker) -> CoordinatorConfig:
     c = broker.config
-    assignors = tuple(
-        a.strip()
-        for a in (c.ignored.get("group.consumer.assignors") or "uniform,range").split(",")
-        if a.strip()
-    )
+    assignors = tuple(a.strip() for a in c.get("group.consumer.assignors") if a.strip())
     return CoordinatorConfig(
         num_partitions=c.get("offsets.topic.num.partitions"),
         limits=GroupLimits(
@@ -66,11 +52,9 @@ def coordinator_config(broker: Broker) -> CoordinatorConfig:
             max_size=c.get("group.max.size"),
         ),
         consumer=ConsumerConfig(
-            session_timeout_ms=_ignored_int(broker, "group.consumer.session.timeout.ms", 45000),
-            heartbeat_interval_ms=_ignored_int(
-                broker, "group.consumer.heartbeat.interval.ms", 5000
-            ),
-            max_size=_ignored_int(broker, "group.consumer.max.size", 2**31 - 1),
+            session_timeout_ms=c.get("group.consumer.session.timeout.ms"),
+            heartbeat_interval_ms=c.get("group.consumer.heartbeat.interval.ms"),
+            max_size=c.get("group.consumer.max.size"),
             assignors=assignors or ("uniform",),
         ),
         offsets_retention_ms=c.get("offsets.retention.minutes") * 60_000,
