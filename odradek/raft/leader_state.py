@@ -1,0 +1,85 @@
+"""What a leader keeps about its voters during one epoch.
+
+Invariants:
+* `high_watermark` never decreases while this object lives, and only moves
+  to an offset past `epoch_start_offset` (the leader's own LeaderChange entry):
+  Raft's rule that a leader commits only through an entry of its own epoch.
+* A voter's `end_offset` is recorded only from a Fetch validated against this
+  leader's log in this epoch, so the prefix below it matches the leader's.
+* At most one parked Fetch per voter (bounded by the voter count).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .messages import Envelope, FetchRequest
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    node_id: int
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_sent_high_watermark: int = -1
+    acknowledged: bool = False  # BeginQuorumEpoch answered, or fetched in this epoch
+    begin_sent_ms: int = -1
+
+
+@dataclass(slots=True)
+class ParkedFetch:
+    envelope: Envelope
+    request: FetchRequest
+    deadline_ms: int
+
+
+@dataclass(slots=True)
+class LeaderState:
+    node_id: int
+    epoch: int
+    epoch_start_offset: int
+    voters: frozenset[int]
+    now_ms: int
+    high_watermark: int = -1
+    replicas: dict[int, ReplicaState] = field(default_factory=dict)
+    parked: dict[int, ParkedFetch] = field(default_factory=dict)
+    check_quorum_deadline_ms: int = 0
+
+    def __post_init__(self) -> None:
+        for voter in self.voters:
+            if voter != self.node_id:
+                # A grace period: every voter counts as heard from at election time.
+                self.replicas[voter] = ReplicaState(voter, last_fetch_ms=self.now_ms)
+
+    def update_replica(self, replica_id: int, end_offset: int, now_ms: int) -> None:
+        replica = self.replicas.get(replica_id)
+        if replica is None:
+            return  # an observer: it does not count towards the high watermark
+        # Reordered fetches of one epoch only ever report less: keep the max.
+        replica.end_offset = max(replica.end_offset, end_offset)
+        replica.last_fetch_ms = now_ms
+        replica.acknowledged = True
+
+    def heard_from(self, replica_id: int, now_ms: int) -> None:
+        replica = self.replicas.get(replica_id)
+        if replica is not None:
+            replica.last_fetch_ms = now_ms
+
+    def maybe_advance_high_watermark(self, leader_end_offset: int, majority: int) -> bool:
+        offsets = sorted(
+            [leader_end_offset] + [r.end_offset for r in self.replicas.values()], reverse=True
+        )
+        candidate = offsets[majority - 1]
+        if candidate > self.epoch_start_offset and candidate > self.high_watermark:
+            self.high_watermark = candidate
+            assert self.high_watermark <= leader_end_offset
+            return True
+        return False
+
+    def voters_heard_within(self, now_ms: int, window_ms: int) -> int:
+        """Voters (the leader included) that fetched within the last `window_ms`."""
+        return 1 + sum(1 for r in self.replicas.values() if now_ms - r.last_fetch_ms <= window_ms)
+
+    def preferred_successors(self) -> tuple[int, ...]:
+        ranked = sorted(self.replicas.values(), key=lambda r: (-r.end_offset, r.node_id))
+        return tuple(r.node_id for r in ranked)

@@ -1,0 +1,152 @@
+"""The messages the Raft core consumes and produces, named as in KIP-595/996.
+
+These are the fields of Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch
+and FetchSnapshot RPCs that the quorum protocol uses, one partition
+(``__cluster_metadata-0``) only. The shell translates them to and from kio's
+wire types; the simulator passes them as they are. Every request travels in
+an `Envelope` with a correlation id; a response carries the id of the request
+it answers, so late and duplicated answers can be told from current ones.
+
+Records in a Fetch response are opaque to the core: whatever the log's
+`read` returned, handed to the follower's log as it is (`RecordsSlice`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .log import OffsetAndEpoch, RecordsSlice
+
+NO_LEADER = -1
+NO_EPOCH = -1
+
+# Kafka error codes (the protocol guide's numbers).
+NONE = 0
+OFFSET_OUT_OF_RANGE = 1
+NOT_LEADER_OR_FOLLOWER = 6
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+INCONSISTENT_VOTER_SET = 94
+SNAPSHOT_NOT_FOUND = 98
+POSITION_OUT_OF_RANGE = 99
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest:
+    replica_epoch: int  # the candidate's epoch; a pre-vote sends its current epoch
+    replica_id: int
+    last_offset_epoch: int
+    last_offset: int  # the candidate's log end offset
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+    pre_vote: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BeginQuorumEpochResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochRequest:
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class EndQuorumEpochResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequest:
+    replica_id: int
+    current_leader_epoch: int
+    fetch_offset: int
+    last_fetched_epoch: int
+    max_wait_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int = -1  # -1: the leader does not know it yet
+    log_start_offset: int = 0
+    records: RecordsSlice | None = None
+    diverging_epoch: OffsetAndEpoch | None = None  # (end_offset, epoch) to truncate to
+    snapshot_id: OffsetAndEpoch | None = None  # fetch this snapshot instead
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotRequest:
+    replica_id: int
+    current_leader_epoch: int
+    snapshot_id: OffsetAndEpoch
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchSnapshotResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    snapshot_id: OffsetAndEpoch | None = None
+    size: int = 0
+    position: int = 0
+    unaligned_records: bytes = field(default=b"", repr=False)
+
+
+Request = (
+    VoteRequest
+    | BeginQuorumEpochRequest
+    | EndQuorumEpochRequest
+    | FetchRequest
+    | FetchSnapshotRequest
+)
+Response = (
+    VoteResponse
+    | BeginQuorumEpochResponse
+    | EndQuorumEpochResponse
+    | FetchResponse
+    | FetchSnapshotResponse
+)
+Body = Request | Response
+REQUEST_TYPES = (
+    VoteRequest,
+    BeginQuorumEpochRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    src: int
+    dst: int
+    correlation_id: int
+    body: Body
+
+    @property
+    def is_request(self) -> bool:
+        return isinstance(self.body, REQUEST_TYPES)
