@@ -23,6 +23,7 @@ from ..metadata.controller import Controller
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import MetadataQuorum
 from ..protocol import api, entities
+from ..protocol.fetch_codec import encode_fetch_response
 from ..protocol.guard import check_flexible_request
 from ..protocol.framing import (
     MalformedRequest,
@@ -259,6 +260,9 @@ class Broker:
             return None
         if "throttle_time" not in data:
             data["throttle_time"] = 0
+        if key == api.ApiKey.FETCH:
+            # file bytes go out as they were read, without a copy in Python
+            return encode_fetch_response(version, header.correlation_id, data)
         body = self._encode(key, version, data)
         return encode_response_frame(
             header.correlation_id, api.response_header_version(key, version), body

@@ -125,7 +125,10 @@ class KafkaConnection(asyncio.Protocol):
                 if self._closed:
                     return
                 assert self.transport is not None
-                self.transport.write(response)  # type: ignore[arg-type]
+                if type(response) is list:
+                    self.transport.writelines(response)
+                else:
+                    self.transport.write(response)  # type: ignore[arg-type]
                 if self._can_write is not None and not self._can_write.done():
                     await self._can_write
         except asyncio.CancelledError:

@@ -71,6 +71,8 @@ def _check(loop, broker, frame: bytes, corr: int, caplog) -> None:
     assert not crashed, crashed
     if result is None or result is CLOSE:
         return
+    if isinstance(result, list):  # Fetch answers in chunks (protocol/fetch_codec.py)
+        result = b"".join(result)
     assert isinstance(result, bytes)
     size, got_corr = struct.unpack_from(">ii", result, 0)
     assert size == len(result) - 4 and got_corr == corr

@@ -1,0 +1,66 @@
+"""The fast Fetch response encoder agrees byte for byte with kio's, in every version."""
+
+import io
+import uuid
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kio.serial import entity_reader, entity_writer
+
+from odradek.protocol import api, entities
+from odradek.protocol.fetch_codec import encode_fetch_response
+from odradek.protocol.framing import encode_response_frame
+
+VERSIONS = range(api.SUPPORTED_VERSIONS[api.ApiKey.FETCH][0],
+                 api.SUPPORTED_VERSIONS[api.ApiKey.FETCH][1] + 1)
+
+partitions = st.lists(
+    st.fixed_dictionaries({
+        "partition_index": st.integers(0, 1000),
+        "error_code": st.sampled_from([0, 1, 3, 6]),
+        "high_watermark": st.integers(-1, 2**40),
+        "last_stable_offset": st.integers(-1, 2**40),
+        "log_start_offset": st.integers(-1, 2**40),
+        "aborted_transactions": st.one_of(st.none(), st.lists(st.fixed_dictionaries({
+            "producer_id": st.integers(0, 2**40), "first_offset": st.integers(0, 2**40)}),
+            max_size=3)),
+        "preferred_read_replica": st.just(-1),
+        "records": st.one_of(st.none(), st.binary(max_size=300)),
+        "current_leader": st.one_of(st.just({"leader_id": -1, "leader_epoch": -1}),
+                                    st.fixed_dictionaries({"leader_id": st.integers(0, 5),
+                                                           "leader_epoch": st.integers(0, 9)})),
+    }), max_size=4)
+responses = st.lists(st.fixed_dictionaries({
+    "topic": st.text(alphabet="abcxyz-._", min_size=1, max_size=20),
+    "topic_id": st.uuids(),
+    "partitions": partitions}), max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(version=st.sampled_from(list(VERSIONS)), resps=responses,
+       session_id=st.integers(0, 2**31 - 1), throttle=st.integers(0, 1000))
+def test_matches_kio_byte_for_byte(version, resps, session_id, throttle):
+    data = {"throttle_time": throttle, "error_code": 0, "session_id": session_id,
+            "responses": resps}
+    cls = api.response_class(api.ApiKey.FETCH, version)
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, entities.build(cls, data))
+    expected = encode_response_frame(42, api.response_header_version(1, version), buf.getvalue())
+    got = b"".join(encode_fetch_response(version, 42, data))
+    assert got == expected
+
+
+def test_records_are_not_copied():
+    records = b"x" * 100_000
+    data = {"responses": [{"topic": "t", "topic_id": uuid.uuid4(), "partitions": [
+        {"partition_index": 0, "error_code": 0, "high_watermark": 1, "records": records}]}]}
+    for version in (4, 12, 16):
+        chunks = encode_fetch_response(version, 1, data)
+        assert any(c is records for c in chunks)
+        frame = b"".join(chunks)
+        cls = api.response_class(api.ApiKey.FETCH, version)
+        pos = 8 + (1 if version >= 12 else 0)
+        decoded, size = entity_reader(cls)(frame, pos)
+        assert pos + size == len(frame)
+        assert bytes(decoded.responses[0].partitions[0].records) == records
