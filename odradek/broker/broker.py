@@ -8,6 +8,7 @@ encode the response with the header version the API version calls for.
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 import logging
 import time
@@ -130,7 +131,7 @@ class Broker:
         self.log_tasks.start()
         for listener in self.config.listeners:
             server = await loop.create_server(
-                lambda name=listener.name: KafkaConnection(self, name),
+                functools.partial(KafkaConnection, self, listener.name),
                 listener.host,
                 listener.port,
                 reuse_address=True,

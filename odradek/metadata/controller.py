@@ -138,10 +138,11 @@ class Controller:
                     )
                     continue
                 assignment = [list(t.assignments[p]) for p in parts]
-                bad = [
-                    r for reps in assignment for r in reps if r not in image.brokers
-                ] or [reps for reps in assignment if not reps or len(set(reps)) != len(reps)]
-                if bad:
+                unknown = [r for reps in assignment for r in reps if r not in image.brokers]
+                malformed = [
+                    reps for reps in assignment if not reps or len(set(reps)) != len(reps)
+                ]
+                if unknown or malformed:
                     results[t.name] = Result(
                         INVALID_REPLICA_ASSIGNMENT, f"Invalid replica assignment {assignment}"
                     )

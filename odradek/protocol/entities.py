@@ -160,7 +160,8 @@ def find_illegal_null(entity: Any, path: str = "") -> str | None:
     kio decodes a -1 length as None whatever the schema; Kafka rejects such a
     request as malformed, and so does odradek (the handlers may rely on it).
     """
-    for name, nested, is_tuple, nullable in _non_null_plan(type(entity)):
+    plan = _non_null_plan(type(entity))  # type: ignore[arg-type]  # classes are hashable
+    for name, nested, is_tuple, nullable in plan:
         value = getattr(entity, name)
         if value is None:
             if not nullable:

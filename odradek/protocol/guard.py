@@ -107,9 +107,9 @@ def _struct(cls: Any, buf: bytes, pos: int, end: int) -> int:
         size, pos = read_uvarint(buf, pos)
         if size > end - pos:
             raise MalformedRequest("tagged field longer than the request")
-        step = tagged.get(tag)
-        if step is not None:
-            if _field(step, buf, pos, pos + size) > pos + size:
+        tagged_step = tagged.get(tag)
+        if tagged_step is not None:
+            if _field(tagged_step, buf, pos, pos + size) > pos + size:
                 raise MalformedRequest(f"tagged field {tag} overruns its size")
         pos += size
     return pos

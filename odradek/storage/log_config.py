@@ -6,8 +6,9 @@ own configs override them. Field names are the Kafka topic keys with '.' -> '_'.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
-from typing import Mapping
+from typing import Any
 
 LONG_MAX = 2**63 - 1
 
@@ -42,10 +43,10 @@ class LogConfig:
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
-    def with_overrides(self, overrides: Mapping[str, object]) -> "LogConfig":
+    def with_overrides(self, overrides: Mapping[str, object]) -> LogConfig:
         """Return a copy with Kafka topic keys (already parsed to Python values) applied."""
         names = {f.name for f in fields(self)}
-        changes = {}
+        changes: dict[str, Any] = {}
         for key, value in overrides.items():
             name = key.replace(".", "_")
             if name in names:
