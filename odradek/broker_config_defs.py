@@ -69,6 +69,10 @@ _DEFS: list[ConfigDef] = [
     _d("broker.id", I, None, "Older name of node.id; if both are set they must agree.", HIGH),
     _d("process.roles", LI, ["broker", "controller"], "What this node does: 'broker', "
        "'controller' or both (combined mode).", HIGH, one_of("broker", "controller")),
+    _d("odradek.metrics.port", I, -1, "odradek only: serve Prometheus metrics over HTTP on "
+       "this port (-1: off, 0: any free port).", LOW, at_least(-1)),
+    _d("odradek.metrics.host", S, "127.0.0.1", "odradek only: the address the metrics "
+       "endpoint binds.", LOW),
     _d("cluster.id", S, None, "odradek only: the cluster id written to meta.properties of "
        "new log dirs; generated when unset. Existing log dirs must match it.", LOW),
     _d("broker.rack", S, None, "Rack (failure domain) of this broker, used in replica "

@@ -42,6 +42,7 @@ from ..topic_config import (
 )
 from .context import Handler, RequestContext
 from .fetch_session import FetchSessionCache
+from .metrics import BrokerMetrics
 from .handlers import HANDLERS
 from .log_tasks import LogTasks
 from .network import CLOSE, KafkaConnection
@@ -83,6 +84,7 @@ class Broker:
         self.log_tasks: LogTasks | None = None
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
         self.metadata_lock = asyncio.Lock()
+        self.metrics = BrokerMetrics(self)
         self.group_coordinator = GroupCoordinatorService(self)
 
     # -- configuration helpers -----------------------------------------------
@@ -139,6 +141,9 @@ class Broker:
             )
             self._servers.append(server)
             log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
+        metrics_port = self.config.get("odradek.metrics.port")
+        if metrics_port >= 0:
+            self.metrics.serve(self.config.get("odradek.metrics.host"), metrics_port)
         log.info(
             "odradek node %d started in %.0f ms (cluster %s, %d partitions, log.dirs=%s)",
             self.node_id,
@@ -173,6 +178,7 @@ class Broker:
             self.quorum.append([record])
 
     async def stop(self) -> None:
+        self.metrics.close()
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
@@ -207,6 +213,13 @@ class Broker:
     # -- the request path --------------------------------------------------------------
 
     async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any:
+        started = time.perf_counter()
+        result = await self._handle_frame(frame, conn)
+        key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        self.metrics.observe(key, time.perf_counter() - started, result is CLOSE)
+        return result
+
+    async def _handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any:
         try:
             header = parse_request_header(frame)
         except MalformedRequest as e:

@@ -62,6 +62,7 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
+        self.broker.metrics.bytes_in.inc(len(data))
         try:
             frames = self.decoder.feed(data)
         except FrameTooLarge as e:
@@ -127,8 +128,10 @@ class KafkaConnection(asyncio.Protocol):
                 assert self.transport is not None
                 if type(response) is list:
                     self.transport.writelines(response)
+                    self.broker.metrics.bytes_out.inc(sum(map(len, response)))
                 else:
                     self.transport.write(response)  # type: ignore[arg-type]
+                    self.broker.metrics.bytes_out.inc(len(response))  # type: ignore[arg-type]
                 if self._can_write is not None and not self._can_write.done():
                     await self._can_write
         except asyncio.CancelledError:

@@ -1,0 +1,109 @@
+"""Broker metrics, in Prometheus' text format over HTTP (`odradek.metrics.port`).
+
+Kafka exposes JMX MBeans; odradek exposes the same ideas with Prometheus names:
+
+    odradek_requests_total{api}                 requests answered, by API
+    odradek_request_errors_total{api}           requests that closed the connection
+    odradek_request_seconds{api}                handling time (histogram)
+    odradek_network_bytes_total{direction}      bytes read from / written to clients
+    odradek_connections                         open client connections
+    odradek_partitions                          partitions hosted
+    odradek_partition_log_end_offset{topic,partition}
+    odradek_partition_log_start_offset{topic,partition}
+    odradek_partition_size_bytes{topic,partition}
+
+Per-request cost is one counter increment and one histogram observation; the
+per-partition figures are read only when the endpoint is scraped. Each broker
+has its own registry, so several brokers can live in one process (tests).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from ..protocol import api
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30)
+
+
+class _PartitionCollector(Collector):
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        leo = GaugeMetricFamily("odradek_partition_log_end_offset", "Log end offset",
+                                labels=["topic", "partition"])
+        lso = GaugeMetricFamily("odradek_partition_log_start_offset", "Log start offset",
+                                labels=["topic", "partition"])
+        size = GaugeMetricFamily("odradek_partition_size_bytes", "Bytes on disk",
+                                 labels=["topic", "partition"])
+        for (topic, index), part in list(self.broker.replica_manager.partitions.items()):
+            labels = [topic, str(index)]
+            leo.add_metric(labels, part.log.log_end_offset)
+            lso.add_metric(labels, part.log.log_start_offset)
+            try:
+                size.add_metric(labels, part.log.size_bytes())
+            except OSError:
+                pass
+        yield leo
+        yield lso
+        yield size
+
+
+class BrokerMetrics:
+    def __init__(self, broker: "Broker") -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("odradek_requests", "Requests answered", ["api"],
+                                registry=self.registry)
+        self.errors = Counter("odradek_request_errors", "Requests that closed the connection",
+                              ["api"], registry=self.registry)
+        self.latency = Histogram("odradek_request_seconds", "Request handling time", ["api"],
+                                 buckets=LATENCY_BUCKETS_S, registry=self.registry)
+        net = Counter("odradek_network_bytes", "Bytes from and to clients", ["direction"],
+                      registry=self.registry)
+        self.bytes_in = net.labels("in")
+        self.bytes_out = net.labels("out")
+        Gauge("odradek_connections", "Open client connections", registry=self.registry
+              ).set_function(lambda: len(broker.connections))
+        Gauge("odradek_partitions", "Partitions hosted", registry=self.registry
+              ).set_function(lambda: len(broker.replica_manager.partitions))
+        self.registry.register(_PartitionCollector(broker))
+        # api key -> (requests child, latency child, errors child), made on first use
+        self._children: dict[int, tuple[Any, Any, Any]] = {}
+        self.port: int | None = None
+        self._server: Any = None
+
+    def observe(self, api_key: int, seconds: float, closed: bool) -> None:
+        children = self._children.get(api_key)
+        if children is None:
+            name = api.api_name(api_key)
+            children = (self.requests.labels(name), self.latency.labels(name),
+                        self.errors.labels(name))
+            self._children[api_key] = children
+        if closed:
+            children[2].inc()
+        else:
+            children[0].inc()
+            children[1].observe(seconds)
+
+    def serve(self, host: str, port: int) -> int:
+        server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server = server
+        self.port = server.server_address[1]
+        log.info("metrics on http://%s:%d/metrics", host, self.port)
+        return self.port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server = None
