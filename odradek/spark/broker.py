@@ -1,0 +1,198 @@
+"""Driver-side questions to the brokers: which partitions, which offsets.
+
+Theory of operation
+-------------------
+`OffsetReader` wraps one confluent-kafka AdminClient for the life of a reader
+(a batch read's planning, or a streaming query's long-lived source process on
+the driver). It answers three questions, each with a bounded timeout:
+
+- `partitions()`: the topic-partitions the subscription covers now
+  (subscribe / subscribePattern / assign); internal topics (`__*`) never match
+  a pattern;
+- `list_offsets(specs)`: earliest, latest or by-timestamp offsets
+  (ListOffsets; `latest` honours `kafka.isolation.level`, so under
+  read_committed it is the last stable offset);
+- `resolve(OffsetSpec, partitions)`: an option's start or end turned into one
+  offset per partition, with Spark's rules for missing partitions and
+  timestamps without a matching offset.
+
+`broker_supports_transactions(bootstrap)` asks ApiVersions (v0, raw socket)
+whether the broker serves the transaction APIs; the streaming sink uses it to
+decide whether exactly-once can be switched on.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections.abc import Iterable
+
+from odradek.spark.options import (
+    EARLIEST,
+    LATEST,
+    OdradekOptionError,
+    OffsetSpec,
+    SourceOptions,
+    TopicPartitionKey,
+)
+
+ADMIN_TIMEOUT_S = 30.0
+# AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit.
+TRANSACTION_API_KEYS = (24, 25, 26, 28)
+
+
+def client_conf(bootstrap: str, kafka: dict[str, str]) -> dict[str, str]:
+    return {**kafka, "bootstrap.servers": bootstrap}
+
+
+class OffsetReader:
+    def __init__(self, opts: SourceOptions) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        self.opts = opts
+        conf = client_conf(opts.bootstrap_servers, opts.kafka)
+        # Consumer-only keys make AdminClient warn; they are checked by the executors' consumers.
+        try:
+            self.admin = AdminClient(conf)
+        except Exception as e:  # librdkafka names the bad property
+            raise OdradekOptionError(f'format("odradek") kafka.* options: {e}') from None
+
+    def partitions(self) -> list[TopicPartitionKey]:
+        md = self.admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+        present = {
+            (name, pid)
+            for name, t in md.topics.items()
+            if t.error is None
+            for pid in t.partitions
+        }
+        if self.opts.strategy == "assign":
+            missing = sorted(set(self.opts.assigned) - present)
+            if missing:
+                raise OdradekOptionError(
+                    "format(\"odradek\") option 'assign': no such topic-partition "
+                    f"{[f'{t}-{p}' for t, p in missing]}"
+                )
+            return sorted(self.opts.assigned)
+        return sorted(
+            (t, p)
+            for (t, p) in present
+            if not (self.opts.strategy == "subscribePattern" and t.startswith("__"))
+            and self.opts.matches(t)
+        )
+
+    def existing(self, tps: Iterable[TopicPartitionKey]) -> set[TopicPartitionKey]:
+        md = self.admin.list_topics(timeout=ADMIN_TIMEOUT_S)
+        return {
+            (t, p) for t, p in tps if t in md.topics and md.topics[t].error is None
+            and p in md.topics[t].partitions
+        }
+
+    def list_offsets(self, specs: dict[TopicPartitionKey, int]) -> dict[TopicPartitionKey, int]:
+        """specs: tp -> EARLIEST | LATEST | timestamp_ms (>= 0). Returns tp -> offset
+        (-1 where no record has a timestamp at or after the one asked)."""
+        if not specs:
+            return {}
+        from confluent_kafka import IsolationLevel, TopicPartition
+        from confluent_kafka.admin import OffsetSpec as CkSpec
+
+        req = {}
+        for (t, p), v in specs.items():
+            spec = CkSpec.earliest() if v == EARLIEST else CkSpec.latest() if v == LATEST else (
+                CkSpec.for_timestamp(v)
+            )
+            req[TopicPartition(t, p)] = spec
+        level = (
+            IsolationLevel.READ_COMMITTED
+            if self.opts.isolation_level == "read_committed"
+            else IsolationLevel.READ_UNCOMMITTED
+        )
+        futures = self.admin.list_offsets(
+            req, isolation_level=level, request_timeout=ADMIN_TIMEOUT_S
+        )
+        return {
+            (tp.topic, tp.partition): f.result(timeout=ADMIN_TIMEOUT_S).offset
+            for tp, f in futures.items()
+        }
+
+    def earliest(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        return self.list_offsets({tp: EARLIEST for tp in tps})
+
+    def latest(self, tps: Iterable[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+        return self.list_offsets({tp: LATEST for tp in tps})
+
+    def resolve(
+        self, spec: OffsetSpec, tps: list[TopicPartitionKey], *, is_start: bool
+    ) -> dict[TopicPartitionKey, int]:
+        """One concrete offset per partition for a start or end spec."""
+        if spec.kind == "earliest":
+            return self.earliest(tps)
+        if spec.kind == "latest":
+            return self.latest(tps)
+        if spec.kind in ("offsets", "timestamps"):
+            missing = sorted(set(tps) - set(spec.offsets))
+            if missing:
+                raise OdradekOptionError(
+                    f"format(\"odradek\") option '{spec.option}': must name every partition "
+                    "read (use -1 for latest, -2 for earliest); missing "
+                    f"{[f'{t}-{p}' for t, p in missing]}"
+                )
+        if spec.kind == "offsets":
+            wanted = {tp: spec.offsets[tp] for tp in tps}
+            special = {tp: v for tp, v in wanted.items() if v in (EARLIEST, LATEST)}
+            return {**wanted, **self.list_offsets(special)}
+        by_ts = (
+            {tp: spec.offsets[tp] for tp in tps}
+            if spec.kind == "timestamps"
+            else {tp: int(spec.timestamp_ms or 0) for tp in tps}
+        )
+        found = self.list_offsets(by_ts)
+        unmatched = [tp for tp, off in found.items() if off < 0]
+        if unmatched:
+            if is_start and self.opts.starting_by_timestamp_strategy == "error":
+                raise OdradekOptionError(
+                    f"format(\"odradek\") option '{spec.option}': no record at or after the "
+                    f"timestamp in {[f'{t}-{p}' for t, p in unmatched]} "
+                    "(set startingOffsetsByTimestampStrategy=latest to start at latest there)"
+                )
+            found.update(self.latest(unmatched))
+        return found
+
+    def close(self) -> None:
+        self.admin = None  # type: ignore[assignment]
+
+
+def broker_supports_transactions(bootstrap: str, timeout_s: float = 10.0) -> bool:
+    """True if the first reachable bootstrap broker advertises the transaction APIs."""
+    last: Exception | None = None
+    for server in bootstrap.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            keys = _api_keys(host or "127.0.0.1", int(port), timeout_s)
+            return set(TRANSACTION_API_KEYS) <= keys
+        except (OSError, ValueError, struct.error) as e:
+            last = e
+    raise ConnectionError(f"no bootstrap broker answered ApiVersions ({bootstrap}): {last}")
+
+
+def _api_keys(host: str, port: int, timeout_s: float) -> set[int]:
+    client_id = b"odradek-spark"
+    header = struct.pack(">hhih", 18, 0, 1, len(client_id)) + client_id
+    with socket.create_connection((host, port), timeout=timeout_s) as s:
+        s.settimeout(timeout_s)
+        s.sendall(struct.pack(">i", len(header)) + header)
+        size = struct.unpack(">i", _recv(s, 4))[0]
+        body = _recv(s, size)
+    _corr, error, n = struct.unpack_from(">ihi", body, 0)
+    if error != 0:
+        raise ValueError(f"ApiVersions error {error}")
+    return {struct.unpack_from(">h", body, 10 + 6 * i)[0] for i in range(n)}
+
+
+def _recv(s: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return bytes(buf)

@@ -1,0 +1,428 @@
+"""Options of `format("odradek")`: parsing and validation, no I/O.
+
+Theory of operation
+-------------------
+Spark hands a data source its options as a case-insensitive string map. This
+module turns that map into frozen dataclasses (`SourceOptions`, `SinkOptions`)
+or raises `OdradekOptionError` naming the option at fault. It runs on the driver
+when a query is defined (`load()`, `save()`, `start()`), so a bad or missing
+option fails before any job runs.
+
+Names and meanings follow Spark's Kafka integration guide
+("Structured Streaming + Kafka Integration Guide"): exactly one of `subscribe`,
+`subscribePattern`, `assign`; `startingOffsets` / `endingOffsets` as
+`earliest`, `latest` or JSON (`{"t":{"0":23,"1":-2}}`, -2 earliest, -1 latest);
+the timestamp forms, which take precedence in the order `*Timestamp` >
+`*OffsetsByTimestamp` > `*Offsets`; `maxOffsetsPerTrigger`,
+`minOffsetsPerTrigger` + `maxTriggerDelay`; `failOnDataLoss`; `minPartitions`;
+`includeHeaders`. Options prefixed `kafka.` go to librdkafka with the prefix
+removed, except those this source manages itself (`UNSUPPORTED_KAFKA_OPTIONS`).
+
+Differs from Spark: an option this source does not know is an error (Spark
+ignores it), so a misspelt `startingOffset` does not silently read from latest.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+KAFKA_PREFIX = "kafka."
+BOOTSTRAP = "kafka.bootstrap.servers"
+
+# kafka.* keys the source or sink must own: librdkafka would accept some of them,
+# but they would break offset tracking or the delivery guarantee.
+UNSUPPORTED_KAFKA_OPTIONS: dict[str, str] = {
+    "kafka.auto.offset.reset": "set startingOffsets instead",
+    "kafka.enable.auto.commit": "the source never commits offsets to Kafka",
+    "kafka.key.deserializer": "keys are always read as binary; cast them in the query",
+    "kafka.value.deserializer": "values are always read as binary; cast them in the query",
+    "kafka.key.serializer": "keys are written as binary or string columns",
+    "kafka.value.serializer": "values are written as binary or string columns",
+    "kafka.interceptor.classes": "Java interceptors do not apply to librdkafka",
+    "kafka.transactional.id": "the exactly-once sink derives transactional ids itself",
+    "kafka.enable.idempotence": "the sink always uses an idempotent producer",
+}
+
+EARLIEST = -2
+LATEST = -1
+DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
+DEFAULT_POLL_TIMEOUT_MS = 120_000
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+SOURCE_OPTIONS = frozenset(
+    s.lower()
+    for s in (
+        "subscribe", "subscribePattern", "assign",
+        "startingOffsets", "endingOffsets",
+        "startingTimestamp", "startingOffsetsByTimestamp",
+        "endingTimestamp", "endingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+        "failOnDataLoss", "minPartitions", "maxRecordsPerPartition",
+        "includeHeaders", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
+        "path",
+    )
+)
+SINK_OPTIONS = frozenset(
+    s.lower() for s in ("topic", "includeHeaders", "deliveryGuarantee", "path")
+)
+DELIVERY_GUARANTEES = ("auto", "exactly-once", "at-least-once")
+
+TopicPartitionKey = tuple[str, int]
+
+
+class OdradekOptionError(ValueError):
+    """A missing, unknown or malformed option; the message names it."""
+
+
+def _err(option: str, problem: str) -> OdradekOptionError:
+    return OdradekOptionError(f"format(\"odradek\") option '{option}': {problem}")
+
+
+class _Opts:
+    """Case-insensitive view that remembers the spelling the user gave."""
+
+    def __init__(self, raw: Mapping[str, str]) -> None:
+        self.values: dict[str, str] = {}
+        self.spelling: dict[str, str] = {}
+        for k, v in dict(raw).items():
+            self.values[k.lower()] = "" if v is None else str(v)
+            self.spelling[k.lower()] = k
+
+    def get(self, name: str) -> str | None:
+        return self.values.get(name.lower())
+
+    def has(self, name: str) -> bool:
+        return name.lower() in self.values
+
+
+def _parse_bool(opts: _Opts, name: str, default: bool) -> bool:
+    v = opts.get(name)
+    if v is None:
+        return default
+    if v.strip().lower() in ("true", "false"):
+        return v.strip().lower() == "true"
+    raise _err(name, f"expected true or false, got {v!r}")
+
+
+def _parse_positive_int(opts: _Opts, name: str) -> int | None:
+    v = opts.get(name)
+    if v is None:
+        return None
+    try:
+        n = int(v.strip())
+    except ValueError:
+        raise _err(name, f"expected a positive integer, got {v!r}") from None
+    if n <= 0:
+        raise _err(name, f"expected a positive integer, got {v!r}")
+    return n
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|min|h|d)?\s*$", re.IGNORECASE)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(name: str, value: str) -> int:
+    """'15m', '10s', '500ms', '1h', '2d'; a bare number is milliseconds."""
+    m = _DURATION.match(value)
+    if not m:
+        raise _err(name, f"expected a duration such as 500ms, 10s, 15m or 1h, got {value!r}")
+    return int(m.group(1)) * _UNIT_MS[(m.group(2) or "ms").lower()]
+
+
+def _parse_json_object(name: str, value: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(value)
+    except json.JSONDecodeError as e:
+        raise _err(name, f"not valid JSON ({e.msg} at char {e.pos}): {value!r}") from None
+    if not isinstance(obj, dict):
+        raise _err(name, f"expected a JSON object, got {value!r}")
+    return obj
+
+
+def parse_partition_map(name: str, value: str) -> dict[TopicPartitionKey, int]:
+    """'{"t":{"0":23,"1":-2}}' -> {("t", 0): 23, ("t", 1): -2}."""
+    out: dict[TopicPartitionKey, int] = {}
+    for topic, parts in _parse_json_object(name, value).items():
+        if not isinstance(parts, dict) or not parts:
+            raise _err(name, f"topic {topic!r}: expected an object of partition -> number")
+        for p, n in parts.items():
+            try:
+                pid = int(p)
+            except (TypeError, ValueError):
+                raise _err(name, f"topic {topic!r}: partition {p!r} is not an integer") from None
+            if isinstance(n, bool) or not isinstance(n, int):
+                raise _err(name, f"{topic}-{pid}: expected an integer, got {n!r}")
+            out[(topic, pid)] = n
+    return out
+
+
+def parse_assign(value: str) -> list[TopicPartitionKey]:
+    """'{"t":[0,1]}' -> [("t", 0), ("t", 1)]."""
+    out: list[TopicPartitionKey] = []
+    for topic, parts in _parse_json_object("assign", value).items():
+        if not isinstance(parts, list) or not all(
+            isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in parts
+        ):
+            raise _err("assign", f"topic {topic!r}: expected a list of partition numbers")
+        out.extend((topic, p) for p in parts)
+    if not out:
+        raise _err("assign", "assigns no partitions")
+    return out
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where a range starts or ends: a kind plus its argument.
+
+    kind: "earliest" | "latest" | "offsets" (per-partition offsets, -2/-1 allowed)
+          | "timestamp" (one timestamp for all partitions)
+          | "timestamps" (per-partition timestamps)
+    """
+
+    kind: str
+    offsets: dict[TopicPartitionKey, int] = field(default_factory=dict)
+    timestamp_ms: int | None = None
+    option: str = ""
+
+
+def _parse_offset_spec(opts: _Opts, prefix: str, default: str) -> OffsetSpec | None:
+    ts_name, by_ts_name, off_name = f"{prefix}Timestamp", f"{prefix}OffsetsByTimestamp", f"{prefix}Offsets"
+    # Precedence as in Spark: *Timestamp > *OffsetsByTimestamp > *Offsets.
+    if opts.has(ts_name):
+        raw = opts.get(ts_name) or ""
+        try:
+            ts = int(raw.strip())
+        except ValueError:
+            raise _err(ts_name, f"expected milliseconds since the epoch, got {raw!r}") from None
+        if ts < 0:
+            raise _err(ts_name, f"must not be negative, got {ts}")
+        return OffsetSpec("timestamp", timestamp_ms=ts, option=ts_name)
+    if opts.has(by_ts_name):
+        m = parse_partition_map(by_ts_name, opts.get(by_ts_name) or "")
+        for (t, p), ts in m.items():
+            if ts < 0:
+                raise _err(by_ts_name, f"{t}-{p}: timestamp must not be negative, got {ts}")
+        return OffsetSpec("timestamps", offsets=m, option=by_ts_name)
+    raw = opts.get(off_name)
+    if raw is None:
+        return OffsetSpec(default, option=off_name) if default else None
+    word = raw.strip().lower()
+    if word in ("earliest", "latest"):
+        return OffsetSpec(word, option=off_name)
+    m = parse_partition_map(off_name, raw)
+    for (t, p), off in m.items():
+        if off < EARLIEST:
+            raise _err(off_name, f"{t}-{p}: offset {off} is not an offset, -1 (latest) or -2 (earliest)")
+    return OffsetSpec("offsets", offsets=m, option=off_name)
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    bootstrap_servers: str
+    strategy: str  # "subscribe" | "subscribePattern" | "assign"
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    assigned: tuple[TopicPartitionKey, ...] = ()
+    starting: OffsetSpec = OffsetSpec("latest")
+    ending: OffsetSpec = OffsetSpec("latest")
+    starting_by_timestamp_strategy: str = "error"
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    include_headers: bool = False
+    isolation_level: str = "read_uncommitted"
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    group_id_prefix: str = "spark-odradek"
+    kafka: dict[str, str] = field(default_factory=dict)  # librdkafka settings, prefix removed
+
+    def matches(self, topic: str) -> bool:
+        if self.strategy == "subscribe":
+            return topic in self.topics
+        if self.strategy == "subscribePattern":
+            return re.fullmatch(self.pattern, topic) is not None
+        return any(t == topic for t, _ in self.assigned)
+
+
+def _kafka_params(opts: _Opts) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in opts.values.items():
+        if not key.startswith(KAFKA_PREFIX):
+            continue
+        if key in UNSUPPORTED_KAFKA_OPTIONS:
+            raise _err(opts.spelling[key], f"not supported: {UNSUPPORTED_KAFKA_OPTIONS[key]}")
+        # librdkafka keys are lower case, so the case-insensitive map loses nothing.
+        out[key[len(KAFKA_PREFIX):]] = value
+    return out
+
+
+def _check_known(opts: _Opts, known: frozenset[str], what: str) -> None:
+    for key in opts.values:
+        if key.startswith(KAFKA_PREFIX) or key in known:
+            continue
+        raise _err(
+            opts.spelling[key],
+            f"unknown {what} option (known: kafka.*, "
+            + ", ".join(sorted(known - {"path"})) + ")",
+        )
+
+
+def _bootstrap(opts: _Opts) -> str:
+    servers = (opts.get(BOOTSTRAP) or "").strip()
+    if not servers:
+        raise _err(BOOTSTRAP, "required (host:port[,host:port...])")
+    return servers
+
+
+def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> SourceOptions:
+    """streaming=None checks what batch and streaming reads share (for schema())."""
+    opts = _Opts(raw)
+    _check_known(opts, SOURCE_OPTIONS, "source")
+    servers = _bootstrap(opts)
+
+    given = [s for s in ("subscribe", "subscribePattern", "assign") if opts.has(s)]
+    if len(given) != 1:
+        raise _err(
+            "subscribe|subscribePattern|assign",
+            f"exactly one of subscribe, subscribePattern, assign must be set; got {given or 'none'}",
+        )
+    strategy = given[0]
+    topics: tuple[str, ...] = ()
+    pattern = ""
+    assigned: tuple[TopicPartitionKey, ...] = ()
+    if strategy == "subscribe":
+        topics = tuple(t.strip() for t in (opts.get("subscribe") or "").split(",") if t.strip())
+        if not topics:
+            raise _err("subscribe", "expected a comma-separated list of topic names")
+    elif strategy == "subscribePattern":
+        pattern = (opts.get("subscribePattern") or "").strip()
+        if not pattern:
+            raise _err("subscribePattern", "expected a regular expression")
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise _err("subscribePattern", f"not a valid regular expression: {e}") from None
+    else:
+        assigned = tuple(parse_assign(opts.get("assign") or ""))
+
+    starting = _parse_offset_spec(opts, "starting", "earliest" if streaming is False else "latest")
+    assert starting is not None
+    ending = OffsetSpec("latest", option="endingOffsets")
+    if streaming is None:
+        pass
+    elif streaming:
+        for name in ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"):
+            if opts.has(name):
+                raise _err(name, "not supported in streaming queries (only in batch reads)")
+    else:
+        ending_spec = _parse_offset_spec(opts, "ending", "latest")
+        assert ending_spec is not None
+        ending = ending_spec
+        # A batch range needs a fixed start and a fixed end.
+        if starting.kind == "latest" or (
+            starting.kind == "offsets" and any(v == LATEST for v in starting.offsets.values())
+        ):
+            raise _err(starting.option, "starting offset can't be latest (-1) for batch queries")
+        if ending.kind == "earliest" or (
+            ending.kind == "offsets" and any(v == EARLIEST for v in ending.offsets.values())
+        ):
+            raise _err(ending.option, "ending offset can't be earliest (-2) for batch queries")
+        if strategy == "assign" and starting.kind in ("offsets", "timestamps"):
+            _check_covers(starting, assigned)
+        if strategy == "assign" and ending.kind in ("offsets", "timestamps"):
+            _check_covers(ending, assigned)
+    if streaming and strategy == "assign" and starting.kind in ("offsets", "timestamps"):
+        _check_covers(starting, assigned)
+
+    by_ts_strategy = (opts.get("startingOffsetsByTimestampStrategy") or "error").strip().lower()
+    if by_ts_strategy not in ("error", "latest"):
+        raise _err("startingOffsetsByTimestampStrategy", f"expected error or latest, got {by_ts_strategy!r}")
+
+    max_per_trigger = _parse_positive_int(opts, "maxOffsetsPerTrigger")
+    min_per_trigger = _parse_positive_int(opts, "minOffsetsPerTrigger")
+    if max_per_trigger and min_per_trigger and min_per_trigger > max_per_trigger:
+        raise _err(
+            "minOffsetsPerTrigger",
+            f"{min_per_trigger} is larger than maxOffsetsPerTrigger {max_per_trigger}",
+        )
+    delay_raw = opts.get("maxTriggerDelay")
+    delay_ms = (
+        DEFAULT_MAX_TRIGGER_DELAY_MS if delay_raw is None else parse_duration_ms("maxTriggerDelay", delay_raw)
+    )
+
+    kafka = _kafka_params(opts)
+    isolation = kafka.pop("isolation.level", "read_uncommitted").strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise _err("kafka.isolation.level", f"expected one of {ISOLATION_LEVELS}, got {isolation!r}")
+    kafka.pop("bootstrap.servers", None)
+    poll_timeout = _parse_positive_int(opts, "kafkaConsumer.pollTimeoutMs")
+
+    return SourceOptions(
+        bootstrap_servers=servers,
+        strategy=strategy,
+        topics=topics,
+        pattern=pattern,
+        assigned=assigned,
+        starting=starting,
+        ending=ending,
+        starting_by_timestamp_strategy=by_ts_strategy,
+        max_offsets_per_trigger=max_per_trigger,
+        min_offsets_per_trigger=min_per_trigger,
+        max_trigger_delay_ms=delay_ms,
+        fail_on_data_loss=_parse_bool(opts, "failOnDataLoss", True),
+        min_partitions=_parse_positive_int(opts, "minPartitions"),
+        max_records_per_partition=_parse_positive_int(opts, "maxRecordsPerPartition"),
+        include_headers=_parse_bool(opts, "includeHeaders", False),
+        isolation_level=isolation,
+        poll_timeout_ms=poll_timeout or DEFAULT_POLL_TIMEOUT_MS,
+        group_id_prefix=(opts.get("groupIdPrefix") or "spark-odradek").strip(),
+        kafka=kafka,
+    )
+
+
+def _check_covers(spec: OffsetSpec, assigned: tuple[TopicPartitionKey, ...]) -> None:
+    missing = sorted(set(assigned) - set(spec.offsets))
+    extra = sorted(set(spec.offsets) - set(assigned))
+    if missing or extra:
+        raise _err(
+            spec.option,
+            "must name exactly the assigned partitions (use -1 for latest, -2 for earliest); "
+            f"missing {[f'{t}-{p}' for t, p in missing]}, not assigned {[f'{t}-{p}' for t, p in extra]}",
+        )
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    bootstrap_servers: str
+    topic: str | None
+    include_headers: bool
+    delivery_guarantee: str
+    kafka: dict[str, str] = field(default_factory=dict)
+
+
+def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
+    opts = _Opts(raw)
+    _check_known(opts, SINK_OPTIONS, "sink")
+    servers = _bootstrap(opts)
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise _err("topic", "must not be empty")
+    guarantee = (opts.get("deliveryGuarantee") or "auto").strip().lower()
+    if guarantee not in DELIVERY_GUARANTEES:
+        raise _err("deliveryGuarantee", f"expected one of {DELIVERY_GUARANTEES}, got {guarantee!r}")
+    kafka = _kafka_params(opts)
+    kafka.pop("bootstrap.servers", None)
+    return SinkOptions(
+        bootstrap_servers=servers,
+        topic=topic.strip() if topic else None,
+        include_headers=_parse_bool(opts, "includeHeaders", False),
+        delivery_guarantee=guarantee,
+        kafka=kafka,
+    )

@@ -1,0 +1,339 @@
+"""The sink: batch writer and streaming writer (at-least-once or exactly-once).
+
+Theory of operation
+-------------------
+Each write task gets Arrow record batches of the input rows and produces one
+Kafka record per row with a confluent-kafka Producer: `value` (required, may
+be null), optional `key`, `headers`, `topic` (unless the `topic` option is
+set, which wins, as in Spark) and `partition` (else librdkafka's partitioner).
+The task returns a `SinkCommitMessage` only after every record it produced is
+acknowledged (flush, then no delivery error); any delivery error fails it.
+
+Delivery guarantees (`docs/spark.md` has the whole argument):
+
+- batch writes and `deliveryGuarantee=at-least-once`: idempotent producer
+  (acks=all, no duplicates from the producer's own retries). A task retried
+  by Spark, or a micro-batch replayed after a restart, writes its rows again.
+- exactly-once (streaming, `deliveryGuarantee=exactly-once`, or `auto` when
+  the broker serves the transaction APIs): every task writes its rows in one
+  Kafka transaction under `transactional.id = odradek-spark-<queryId>-<task
+  partition id>`, and the same transaction commits the marker "batch <id> of
+  task <partition> is done" as a consumer-group offset
+  (`send_offsets_to_transaction`). Before writing, the task reads that marker
+  (after `init_transactions`, which fences older attempts and settles their
+  open transaction); if its batch is already there it writes nothing. So a
+  batch's output for a task partition becomes visible to read_committed
+  readers exactly once, whatever Spark replays. The driver's `commit` and
+  `abort` have nothing left to decide: both are idempotent no-ops with a log line.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import (
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    StringType,
+    StructType,
+)
+
+from odradek.spark.broker import broker_supports_transactions, client_conf
+from odradek.spark.options import OdradekOptionError, SinkOptions
+
+log = logging.getLogger("odradek.spark")
+
+FLUSH_TIMEOUT_S = 120.0
+TXN_TIMEOUT_S = 60.0
+# Where the exactly-once markers live: group odradek-spark-<queryId>-<partition>,
+# offset of this topic's partition 0 = last committed batch id + 1.
+MARKER_TOPIC = "__odradek_spark_sink_commits"
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+HEADERS_TYPE = ArrayType(
+    StructType().add("key", StringType(), True).add("value", BinaryType(), True), True
+)
+
+
+@dataclass(frozen=True)
+class SinkCommitMessage(WriterCommitMessage):
+    partition_id: int
+    rows: int
+    skipped: bool = False  # exactly-once: this batch was already committed for the partition
+
+
+def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
+    """Spark's KafkaWriter.validateQuery: the columns the sink uses, by name and type."""
+    fields = {f.name.lower(): f for f in schema.fields}
+
+    def bad(col: str, want: str) -> OdradekOptionError:
+        return OdradekOptionError(
+            f"format(\"odradek\") sink: column '{col}' must be {want}, "
+            f"got {fields[col].dataType.simpleString()}"
+        )
+
+    if "value" not in fields:
+        raise OdradekOptionError("format(\"odradek\") sink: required column 'value' is missing")
+    for col in ("key", "value"):
+        if col in fields and not isinstance(fields[col].dataType, (StringType, BinaryType)):
+            raise bad(col, "string or binary")
+    if opts.topic is None:
+        if "topic" not in fields:
+            raise OdradekOptionError(
+                "format(\"odradek\") sink: no topic: set option 'topic' or add a 'topic' column"
+            )
+    if "topic" in fields and not isinstance(fields["topic"].dataType, StringType):
+        raise bad("topic", "string")
+    if "partition" in fields and not isinstance(fields["partition"].dataType, IntegerType):
+        raise bad("partition", "int")
+    if "headers" in fields:
+        t = fields["headers"].dataType
+        ok = (
+            isinstance(t, ArrayType)
+            and isinstance(t.elementType, StructType)
+            and [f.name for f in t.elementType.fields] == ["key", "value"]
+            and isinstance(t.elementType.fields[0].dataType, StringType)
+            and isinstance(t.elementType.fields[1].dataType, BinaryType)
+        )
+        if not ok:
+            raise bad("headers", "array<struct<key:string,value:binary>>")
+
+
+def producer_conf(opts: SinkOptions, **extra: Any) -> dict[str, Any]:
+    return {
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 500_000,
+        **client_conf(opts.bootstrap_servers, opts.kafka),
+        "enable.idempotence": True,
+        "acks": "all",
+        **extra,
+    }
+
+
+def _columns(batch: Any, opts: SinkOptions) -> tuple[int, dict[str, list[Any]]]:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = {n.lower(): n for n in batch.schema.names}
+    out: dict[str, list[Any]] = {}
+    for col in ("key", "value"):
+        if col in names:
+            arr = batch.column(names[col])
+            if pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type):
+                arr = pc.cast(arr, pa.binary())
+            out[col] = arr.to_pylist()
+    if opts.topic is None:
+        out["topic"] = batch.column(names["topic"]).to_pylist()
+    if "partition" in names:
+        out["partition"] = batch.column(names["partition"]).to_pylist()
+    if "headers" in names:
+        out["headers"] = [
+            [(h["key"], h["value"]) for h in hs] if hs else None
+            for hs in batch.column(names["headers"]).to_pylist()
+        ]
+    return batch.num_rows, out
+
+
+def produce_batches(producer: Any, batches: Iterator[Any], opts: SinkOptions) -> int:
+    """Produce every row; returns the row count. Delivery errors raise at the end."""
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None and len(errors) < 10:
+            errors.append(str(err))
+
+    rows = 0
+    for batch in batches:
+        n, cols = _columns(batch, opts)
+        keys = cols.get("key")
+        values = cols["value"]
+        topics = cols.get("topic")
+        parts = cols.get("partition")
+        headers = cols.get("headers")
+        for i in range(n):
+            topic = opts.topic or (topics[i] if topics else None)
+            if topic is None:
+                raise ValueError(
+                    "format(\"odradek\") sink: null topic in the data; "
+                    "set option 'topic' or fill the 'topic' column"
+                )
+            kwargs: dict[str, Any] = {"on_delivery": on_delivery}
+            if keys is not None and keys[i] is not None:
+                kwargs["key"] = keys[i]
+            if parts is not None and parts[i] is not None:
+                kwargs["partition"] = parts[i]
+            if headers is not None and headers[i]:
+                kwargs["headers"] = headers[i]
+            while True:
+                try:
+                    producer.produce(topic, values[i], **kwargs)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+            if errors:
+                break
+        producer.poll(0)
+        rows += n
+        if errors:
+            break
+    left = producer.flush(FLUSH_TIMEOUT_S)
+    if errors:
+        raise RuntimeError(f"format(\"odradek\") sink: delivery failed: {errors}")
+    if left:
+        raise TimeoutError(f"format(\"odradek\") sink: {left} records unacknowledged after flush")
+    return rows
+
+
+def _task_partition_id() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+class OdradekBatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+
+    def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
+        from confluent_kafka import Producer
+
+        producer = Producer(producer_conf(self.opts))
+        rows = produce_batches(producer, iterator, self.opts)
+        return SinkCommitMessage(_task_partition_id(), rows)
+
+
+class OdradekStreamWriter(DataSourceStreamArrowWriter):
+    """Streaming sink. `exactly_once` is decided on the driver when the query starts."""
+
+    def __init__(self, opts: SinkOptions) -> None:
+        self.opts = opts
+        self.exactly_once = decide_exactly_once(opts)
+
+    def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
+        if self.exactly_once:
+            return write_transactional(iterator, self.opts)
+        from confluent_kafka import Producer
+
+        producer = Producer(producer_conf(self.opts))
+        rows = produce_batches(producer, iterator, self.opts)
+        return SinkCommitMessage(_task_partition_id(), rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        rows = sum(m.rows for m in messages if isinstance(m, SinkCommitMessage))
+        log.info("odradek sink: batch %d done, %d rows", batchId, rows)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        # At-least-once: what was written stays, the replay writes it again.
+        # Exactly-once: each task's transaction is committed or aborted by the
+        # task itself; a replay skips the task partitions whose marker is there.
+        log.warning("odradek sink: batch %d aborted; it is replayed on restart", batchId)
+
+
+def decide_exactly_once(opts: SinkOptions) -> bool:
+    if opts.delivery_guarantee == "at-least-once":
+        return False
+    supported = broker_supports_transactions(opts.bootstrap_servers)
+    if opts.delivery_guarantee == "exactly-once" and not supported:
+        raise OdradekOptionError(
+            "format(\"odradek\") option 'deliveryGuarantee': exactly-once needs a broker "
+            "with transactions, and the one at kafka.bootstrap.servers does not serve them "
+            "yet; use deliveryGuarantee=at-least-once (or auto)"
+        )
+    if supported:
+        ensure_marker_topic(opts)
+    else:
+        log.warning(
+            "odradek sink: the broker does not serve transactions; streaming sink is "
+            "at-least-once (deliveryGuarantee=auto)"
+        )
+    return supported
+
+
+def ensure_marker_topic(opts: SinkOptions) -> None:
+    """The exactly-once markers are offsets of MARKER_TOPIC-0; create the topic once."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(client_conf(opts.bootstrap_servers, opts.kafka))
+    futures = admin.create_topics([NewTopic(MARKER_TOPIC, 1)], request_timeout=TXN_TIMEOUT_S)
+    try:
+        futures[MARKER_TOPIC].result(TXN_TIMEOUT_S)
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise
+
+
+def transactional_id(query_id: str, partition_id: int) -> str:
+    return f"odradek-spark-{query_id}-{partition_id}"
+
+
+def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommitMessage:
+    """One task's rows of one micro-batch in one transaction, with its marker."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    assert ctx is not None, "exactly-once write outside a Spark task"
+    query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY)
+    batch_raw = ctx.getLocalProperty(BATCH_ID_PROPERTY)
+    if not query_id or batch_raw is None:
+        raise RuntimeError(
+            f"format(\"odradek\") exactly-once sink: task has no {QUERY_ID_PROPERTY} / "
+            f"{BATCH_ID_PROPERTY} (not a micro-batch streaming query?)"
+        )
+    batch_id = int(batch_raw)
+    pid = ctx.partitionId()
+    tid = transactional_id(query_id, pid)
+    group = tid
+    marker = TopicPartition(MARKER_TOPIC, 0)
+
+    producer = Producer(producer_conf(opts, **{"transactional.id": tid}))
+    # Fences earlier attempts of this task partition and settles their open
+    # transaction (a prepared commit completes, anything else aborts).
+    producer.init_transactions(TXN_TIMEOUT_S)
+    consumer = Consumer(
+        {
+            **client_conf(opts.bootstrap_servers, opts.kafka),
+            "group.id": group,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",  # OffsetFetch with require_stable
+        }
+    )
+    try:
+        [committed] = consumer.committed([marker], timeout=TXN_TIMEOUT_S)
+        done_upto = committed.offset  # batch ids < done_upto are committed; < 0: none
+        if done_upto > batch_id:
+            for _ in iterator:  # drain: Spark expects the input consumed
+                pass
+            log.info("odradek sink: batch %d partition %d already committed", batch_id, pid)
+            return SinkCommitMessage(pid, 0, skipped=True)
+        producer.begin_transaction()
+        try:
+            rows = produce_batches(producer, iterator, opts)
+            producer.send_offsets_to_transaction(
+                [TopicPartition(MARKER_TOPIC, 0, batch_id + 1)],
+                consumer.consumer_group_metadata(),
+                TXN_TIMEOUT_S,
+            )
+            producer.commit_transaction(TXN_TIMEOUT_S)
+        except BaseException:
+            try:
+                producer.abort_transaction(TXN_TIMEOUT_S)
+            except Exception as e:  # fenced or already failed: the broker aborts it
+                log.warning("odradek sink: abort after failure: %s", e)
+            raise
+        return SinkCommitMessage(pid, rows)
+    finally:
+        consumer.close()
