@@ -566,7 +566,7 @@ def run_latency(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, topic: str,
 
 def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
     ctx = mp.get_context("spawn")
-    work = Path(tempfile.mkdtemp(prefix=f"odradek-bench-{kind}-"))
+    work = Path(tempfile.mkdtemp(prefix=f"odradek-bench-{kind}-", dir=args.data_parent))
     broker = BrokerProcess(kind, data_dir=work / "data", log_path=work / "broker.log",
                            ready_timeout_s=60)
     results: list[Result] = []
@@ -707,6 +707,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workload-timeout-s", type=float, default=None,
                     help="deadline of each workload (default 300, quick 60)")
     ap.add_argument("--out", type=Path, default=RESULTS_DIR, help="directory for the JSON")
+    ap.add_argument("--data-parent", type=Path, default=None,
+                    help="where odradek's data dir goes (default: the temp dir); "
+                         "/dev/shm puts it in memory like tansu's memory storage")
     args = ap.parse_args(argv)
     scale = 10 if args.quick else 1
     args.records_100b = 1_000_000 // scale
@@ -742,7 +745,7 @@ def main(argv: list[str] | None = None) -> int:
         "duration_s": time.time() - started,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loadavg_at_end": os.getloadavg(),
-                    "odradek_data_fs": filesystem_of(tempfile.gettempdir()),
+                    "odradek_data_fs": filesystem_of(str(args.data_parent or tempfile.gettempdir())),
                     "platform": platform.platform(),
                     "memory_gb": round(psutil.virtual_memory().total / 2**30, 1)},
         "settings": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
