@@ -749,9 +749,11 @@ class RaftCore:
             log.truncate_to(max(truncate_offset, log.log_start_offset))
         elif resp.snapshot_id is not None:
             self._snapshot_fetch = (resp.snapshot_id, bytearray())
-        elif resp.records is not None and expected_offset == log.log_end_offset:
+        elif (
+            resp.records is not None
+            and resp.records.base_offset == expected_offset == log.log_end_offset
+        ):
             if resp.records.next_offset > resp.records.base_offset:
-                assert resp.records.base_offset == log.log_end_offset
                 log.append_as_follower(resp.records)
                 log.flush()
             if resp.high_watermark >= 0:
