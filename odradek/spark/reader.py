@@ -318,7 +318,8 @@ class OdradekBatchReader(DataSourceReader):
         return plan_ranges(start, end, self.opts)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, OffsetRangePartition)
+        if not isinstance(partition, OffsetRangePartition):
+            return iter(())  # Spark asks for one partition even when none were planned
         return read_range(partition, self.schema)
 
 
@@ -416,7 +417,8 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return plan_ranges(begin, until, self.opts)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, OffsetRangePartition)
+        if not isinstance(partition, OffsetRangePartition):
+            return iter(())  # Spark asks for one partition even when none were planned
         return read_range(partition, self.schema)
 
     def commit(self, end: OffsetDict) -> None:
