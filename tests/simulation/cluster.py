@@ -81,7 +81,7 @@ class Faults:
             slow_delay_ms=rng.choice([100, 400, 1500]),
             crash_every_ms=rng.choice([0, 300, 800, 3000]),
             partition_every_ms=rng.choice([0, 500, 1000, 4000]),
-            crash_mid_effects=rng.choice([0.0, 0.02]),
+            crash_mid_effects=rng.choice([0.0, 0.02, 0.1]),
             propose_every_ms=rng.choice([20, 80, 200]),
             snapshot_every_ms=rng.choice([0, 500, 2000]),
         )
@@ -291,7 +291,13 @@ class Simulation:
     def _run_effects(self, node: SimNode, effects: list[Effect]) -> None:
         cut = len(effects)
         if self.faulty and effects and self.rng.random() < self.faults.crash_mid_effects:
-            cut = self.rng.randrange(len(effects))
+            # Crash between two effects, most often just before a persist: the
+            # window where an answer already sent could outlive what backs it.
+            persists = [i for i, e in enumerate(effects) if isinstance(e, PersistElectionState)]
+            if persists and self.rng.random() < 0.7:
+                cut = self.rng.choice(persists)
+            else:
+                cut = self.rng.randrange(len(effects))
         for i, effect in enumerate(effects):
             if i == cut:
                 self._crash(node)

@@ -14,7 +14,7 @@ import pytest
 from tests.simulation.cluster import Simulation
 
 SCHEDULES = int(os.environ.get("ODRADEK_SIM_SCHEDULES", "2000"))
-STEPS = int(os.environ.get("ODRADEK_SIM_STEPS", "300"))
+STEPS = int(os.environ.get("ODRADEK_SIM_STEPS", "1000"))
 CHUNKS = 20
 REPLAY_SEED = os.environ.get("ODRADEK_SIM_SEED")
 
