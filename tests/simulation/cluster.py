@@ -35,6 +35,7 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
+from typing import cast
 
 from odradek.raft import messages as M
 from odradek.raft.config import RaftConfig, VoterSet
@@ -364,7 +365,7 @@ class Simulation:
         assert at_ms >= self.now_ms
         self.now_ms = at_ms
         if kind == "deliver":
-            envelope, incarnation, src_incarnation = payload  # type: ignore[misc]
+            envelope, incarnation, src_incarnation = cast(tuple[M.Envelope, int, int], payload)
             node = self.nodes[envelope.dst]
             if node.core is None or node.incarnation != incarnation:
                 return
@@ -377,7 +378,7 @@ class Simulation:
             self.log(f"{envelope.src}->{envelope.dst} {envelope.body}")
             self._run_effects(node, node.core.handle(envelope, self.now_ms))
         elif kind == "tick":
-            node_id, incarnation = payload  # type: ignore[misc]
+            node_id, incarnation = cast(tuple[int, int], payload)
             node = self.nodes[node_id]
             if node.core is None or node.incarnation != incarnation or node.tick_at_ms != at_ms:
                 return
@@ -397,7 +398,7 @@ class Simulation:
             if self.faulty:
                 self._push(self.now_ms + self._exp(self.faults.crash_every_ms), "crash", None)
         elif kind == "restart":
-            node = self.nodes[payload]  # type: ignore[index]
+            node = self.nodes[cast(int, payload)]
             if not node.alive:
                 self.log(f"restart {node.node_id}")
                 self._start(node)
