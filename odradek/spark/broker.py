@@ -161,8 +161,37 @@ class OffsetReader:
         self.admin = None  # type: ignore[assignment]
 
 
-def broker_supports_transactions(bootstrap: str, timeout_s: float = 10.0) -> bool:
-    """True if the first reachable bootstrap broker advertises the transaction APIs."""
+def broker_supports_transactions(
+    bootstrap: str, kafka: dict[str, str] | None = None, timeout_s: float = 15.0
+) -> bool:
+    """True if the brokers advertise the transaction APIs (ApiVersions) *and* a
+    transactional producer can initialise (InitProducerId with a transactional.id
+    finds a transaction coordinator). Advertised APIs alone are not enough: a
+    broker may list them while its coordinator is not there yet."""
+    if not advertises_transactions(bootstrap, timeout_s):
+        return False
+    import uuid
+
+    from confluent_kafka import KafkaException, Producer
+
+    producer = Producer(
+        {
+            **client_conf(bootstrap, kafka or {}),
+            "transactional.id": f"odradek-spark-probe-{uuid.uuid4().hex}",
+            "transaction.timeout.ms": 60_000,
+        }
+    )
+    try:
+        producer.init_transactions(timeout_s)
+        return True
+    except KafkaException:
+        return False
+    finally:
+        producer.flush(1)
+
+
+def advertises_transactions(bootstrap: str, timeout_s: float = 10.0) -> bool:
+    """True if the first reachable bootstrap broker lists the transaction APIs."""
     last: Exception | None = None
     for server in bootstrap.split(","):
         host, _, port = server.strip().rpartition(":")

@@ -64,11 +64,12 @@ SOURCE_OPTIONS = frozenset(
         "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
         "failOnDataLoss", "minPartitions", "maxRecordsPerPartition",
         "includeHeaders", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
-        "path",
+        "path", "checkpointLocation",
     )
 )
 SINK_OPTIONS = frozenset(
-    s.lower() for s in ("topic", "includeHeaders", "deliveryGuarantee", "path")
+    s.lower()
+    for s in ("topic", "includeHeaders", "deliveryGuarantee", "path", "checkpointLocation")
 )
 DELIVERY_GUARANTEES = ("auto", "exactly-once", "at-least-once")
 
@@ -270,7 +271,7 @@ def _check_known(opts: _Opts, known: frozenset[str], what: str) -> None:
         raise _err(
             opts.spelling[key],
             f"unknown {what} option (known: kafka.*, "
-            + ", ".join(sorted(known - {"path"})) + ")",
+            + ", ".join(sorted(known - {"path", "checkpointlocation"})) + ")",
         )
 
 

@@ -244,7 +244,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
 def decide_exactly_once(opts: SinkOptions) -> bool:
     if opts.delivery_guarantee == "at-least-once":
         return False
-    supported = broker_supports_transactions(opts.bootstrap_servers)
+    supported = broker_supports_transactions(opts.bootstrap_servers, opts.kafka)
     if opts.delivery_guarantee == "exactly-once" and not supported:
         raise OdradekOptionError(
             "format(\"odradek\") option 'deliveryGuarantee': exactly-once needs a broker "
