@@ -41,16 +41,29 @@ from ..topic_config import (
     validate_topic_configs,
 )
 from .context import Handler, RequestContext
+from .controller_service import ControllerService
 from .fetch_session import FetchSessionCache
 from .metrics import BrokerMetrics
 from .handlers import HANDLERS
+from .kafka_client import ChannelError
+from .lifecycle import BrokerLifecycle
 from .log_tasks import LogTasks
 from .network import CLOSE, KafkaConnection
+from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
+from .replication import LeaderReplication
 
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+# Admin requests a broker-only node relays to the active controller unchanged.
+FORWARDED_TO_CONTROLLER = frozenset({
+    api.ApiKey.CREATE_TOPICS, api.ApiKey.DELETE_TOPICS, api.ApiKey.CREATE_PARTITIONS,
+    api.ApiKey.ALTER_CONFIGS, api.ApiKey.INCREMENTAL_ALTER_CONFIGS,
+})
+# How long a starting broker waits to be unfenced before it opens its listeners anyway.
+BROKER_STARTUP_WAIT_S = 30.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 
 
 class Broker:
@@ -76,6 +89,21 @@ class Broker:
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
         self.quorum.listeners.append(self.replica_manager.on_metadata)
+        # Replication follows the replica manager's partitions (replication.py,
+        # replica_fetcher.py); the controller role runs the cluster's control
+        # (controller_service.py); a broker-only node reaches the controller
+        # through its lifecycle (lifecycle.py).
+        self.replication = LeaderReplication(self)
+        self.fetchers = ReplicaFetcherManager(self)
+        self.quorum.listeners.append(self._sync_replication)
+        roles = config.process_roles
+        self.controller_service: ControllerService | None = (
+            ControllerService(self) if "controller" in roles else None
+        )
+        self.lifecycle: BrokerLifecycle | None = (
+            BrokerLifecycle(self) if "controller" not in roles else None
+        )
+        self.is_broker = "broker" in roles
         self.handlers: dict[int, Handler] = HANDLERS
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots")
@@ -127,7 +155,17 @@ class Broker:
         # when an index is rebuilt), so the metadata image comes first.
         self.log_manager.startup(lambda topic: self._load_config_for(image, topic))
         self.replica_manager.load_from_image(image)
-        self._register()
+        if self.controller_service is not None:
+            if self.is_broker:
+                self._register()
+            self.controller_service.start()
+        self.replication.start()
+        self._sync_replication()
+        if self.lifecycle is not None:
+            self.lifecycle.start()
+            if not await self.lifecycle.wait_ready(BROKER_STARTUP_WAIT_S):
+                log.warning("not unfenced by the controller after %.0f s; serving anyway",
+                            BROKER_STARTUP_WAIT_S)
         self.group_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
@@ -178,6 +216,15 @@ class Broker:
             self.quorum.append([record])
 
     async def stop(self) -> None:
+        if self.lifecycle is not None:
+            # Kafka's controlled shutdown: leaderships move away before we go.
+            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        await self.fetchers.stop()
+        await self.replication.stop()
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()
+        if self.controller_service is not None:
+            await self.controller_service.stop()
         self.metrics.close()
         for server in self._servers:
             server.close()
@@ -197,11 +244,48 @@ class Broker:
         self.quorum.close()
         log.info("odradek node %d stopped", self.node_id)
 
+    # -- replication and the controller ---------------------------------------------
+
+    def _sync_replication(self, *_: object) -> None:
+        for part in self.replica_manager.partitions.values():
+            self.replication.sync(part)
+        for key in list(self.replication.followers):
+            if key not in self.replica_manager.partitions:
+                self.replication.forget(key)
+        self.fetchers.sync()
+
+    async def alter_partition(
+        self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int,
+        new_isr: list[int],
+    ) -> Any:
+        if self.controller_service is not None:
+            return await self.controller_service.alter_partition(
+                self.node_id, topic_id, partition, leader_epoch, partition_epoch, new_isr
+            )
+        assert self.lifecycle is not None
+        return await self.lifecycle.alter_partition(
+            topic_id, partition, leader_epoch, partition_epoch, new_isr
+        )
+
     # -- producer ids --------------------------------------------------------------
+
+    async def ensure_producer_ids(self) -> None:
+        """A broker-only node takes producer id blocks from the controller
+        (AllocateProducerIds) before it hands out an id."""
+        if self.lifecycle is None:
+            return
+        nxt, end = self._producer_ids
+        if nxt < end:
+            return
+        start, length = await self.lifecycle.allocate_producer_ids()
+        if self._producer_ids[0] >= self._producer_ids[1]:
+            self._producer_ids = (start, start + length)
 
     def next_producer_id(self) -> int:
         nxt, end = self._producer_ids
         if nxt >= end:
+            if self.lifecycle is not None:
+                raise ChannelError("no producer id block from the controller yet")
             start = max(self.image.next_producer_id, 0)
             self.quorum.append(
                 [R.producer_ids_record(self.node_id, start + PRODUCER_ID_BLOCK_SIZE)]
@@ -226,7 +310,10 @@ class Broker:
             log.warning("closing %s: malformed request header: %s", _peer(conn), e)
             return CLOSE
         key, version = header.api_key, header.api_version
-        if not api.is_supported(key, version):
+        controller_api = self.controller_service is not None and api.is_controller_api(
+            key, version
+        )
+        if not api.is_supported(key, version) and not controller_api:
             if key == api.ApiKey.API_VERSIONS:
                 # Kafka's rule: answer in v0 with UNSUPPORTED_VERSION and our ranges,
                 # so the client can pick a version we speak.
@@ -244,6 +331,13 @@ class Broker:
                 header.client_id,
             )
             return CLOSE
+        if self.lifecycle is not None and key in FORWARDED_TO_CONTROLLER:
+            try:
+                return await self.lifecycle.forward(frame)
+            except ChannelError as e:
+                log.warning("closing %s: cannot forward %s to the controller: %s",
+                            _peer(conn), api.api_name(key), e)
+                return CLOSE
         try:
             request_cls = api.request_class(key, version)
             check_flexible_request(request_cls, frame, header.body_offset)

@@ -3,8 +3,9 @@
 It follows the metadata image: a partition whose replicas include this node
 gets a log (created in the log dir with the fewest partitions); a removed topic
 loses its logs; a topic config change reaches its logs. Produce and fetch go
-through here, so this is where the high watermark moves: with a single replica
-in the ISR, the high watermark is the log end offset after each append.
+through here. The leader's side of replication (follower offsets, the high
+watermark, the ISR) is `replication.py`; the follower's is `replica_fetcher.py`;
+both follow this manager's partitions after every metadata change.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Partition:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     extra: dict[str, object] = field(default_factory=dict)
+    partition_epoch: int = 0
 
 
 class ReplicaManager:
@@ -93,7 +95,7 @@ class ReplicaManager:
                         continue
                     part = Partition(
                         name, p, topic.topic_id, plog, pimg.leader_epoch, pimg.leader,
-                        pimg.isr, pimg.replicas,
+                        pimg.isr, pimg.replicas, partition_epoch=pimg.partition_epoch,
                     )
                     self.partitions[key] = part
                     self._on_leadership(part)
@@ -102,6 +104,7 @@ class ReplicaManager:
                     part.leader = pimg.leader
                     part.isr = pimg.isr
                     part.replicas = pimg.replicas
+                    part.partition_epoch = pimg.partition_epoch
                     if name in changed_configs:
                         part.log.update_config(config)
                     self._on_leadership(part)

@@ -3,12 +3,13 @@
 Pure with respect to I/O: each method takes the current image and a request in
 plain Python terms and returns per-item results plus the records to append.
 The quorum appends the records atomically (one batch) and the image follows.
-A single node is the only broker for now; placement already spreads replicas
-round-robin over the registered brokers so that a cluster slots in later.
+Placement spreads replicas over the live brokers as Kafka does (`_assign`);
+registration, fencing, elections and ISR changes are in `cluster_control.py`.
 """
 
 from __future__ import annotations
 
+import random
 import re
 import uuid
 from dataclasses import dataclass
@@ -79,6 +80,7 @@ class Controller:
         default_replication_factor: int,
         validate_configs: Callable[[Mapping[str, str | None]], str | None],
         topic_config_default: Callable[[str], str | None] = lambda name: None,
+        rng: random.Random | None = None,
     ) -> None:
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
@@ -86,19 +88,45 @@ class Controller:
         self.validate_configs = validate_configs
         # the value a topic config has when the topic does not override it
         self.topic_config_default = topic_config_default
-        self._rr_start = 0
+        self._rng = rng or random.Random()
 
     # -- placement -------------------------------------------------------------
 
     def _assign(
         self, image: MetadataImage, first_partition: int, count: int, rf: int
     ) -> list[list[int]]:
-        brokers = sorted(b for b, info in image.brokers.items() if not info.fenced)
-        n = len(brokers)
+        """Kafka's placement: leaders round-robin over the live brokers from a
+        random start, followers on the next brokers in order. With `broker.rack`
+        set the broker list alternates racks (r1-b1, r2-b1, r1-b2, ...) and the
+        followers skip racks the partition already uses until every rack has
+        one replica, so a partition's replicas land on different racks."""
+        live = sorted(
+            b for b, info in image.brokers.items()
+            if not info.fenced and not info.in_controlled_shutdown
+        )
+        racks = {b: image.brokers[b].rack for b in live}
+        ordered = _rack_alternated(live, racks) if any(racks.values()) else live
+        n = len(ordered)
+        rack_count = len(set(racks.values()))
+        start = self._rng.randrange(n) if n else 0
         out = []
         for p in range(first_partition, first_partition + count):
-            start = (self._rr_start + p) % n
-            out.append([brokers[(start + i) % n] for i in range(rf)])
+            first = (start + p) % n
+            replicas = [ordered[first]]
+            rest = [ordered[(first + j) % n] for j in range(1, n)]
+            used = {racks[ordered[first]]}
+            for b in rest:
+                if len(replicas) == rf:
+                    break
+                if racks[b] not in used:
+                    replicas.append(b)
+                    used.add(racks[b])
+                    if len(used) == rack_count:
+                        used = set()
+            for b in rest:
+                if len(replicas) < rf and b not in replicas:
+                    replicas.append(b)
+            out.append(replicas)
         return out
 
     # -- topics ----------------------------------------------------------------
@@ -375,6 +403,18 @@ class Controller:
                 current = dict(image.configs.get((rtype, rname), {}))
                 records.extend(_config_diff(rtype, rname, current, new))
         return results, records
+
+
+def _rack_alternated(brokers: list[int], racks: Mapping[int, str | None]) -> list[int]:
+    """Kafka's rack-alternated broker list: one broker of each rack in turn."""
+    by_rack: dict[str | None, list[int]] = {}
+    for b in brokers:
+        by_rack.setdefault(racks[b], []).append(b)
+    columns = [by_rack[r] for r in sorted(by_rack, key=lambda r: r or "")]
+    out: list[int] = []
+    for i in range(max(len(c) for c in columns)):
+        out.extend(c[i] for c in columns if i < len(c))
+    return out
 
 
 def _config_diff(

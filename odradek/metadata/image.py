@@ -48,6 +48,10 @@ class BrokerImage:
     endpoints: tuple[Endpoint, ...]
     rack: str | None
     fenced: bool = False
+    in_controlled_shutdown: bool = False
+    # the metadata offset of the registration: Kafka's broker epoch
+    epoch: int = -1
+    incarnation_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,7 +141,24 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
             if brokers is None:
                 brokers = dict(image.brokers)
             endpoints = tuple(Endpoint(**e) for e in rec["endpoints"])
-            brokers[rec["broker_id"]] = BrokerImage(rec["broker_id"], endpoints, rec.get("rack"))
+            brokers[rec["broker_id"]] = BrokerImage(
+                rec["broker_id"], endpoints, rec.get("rack"), bool(rec.get("fenced", False)),
+                False, offset, rec.get("incarnation_id"),
+            )
+        elif kind == R.BROKER_REGISTRATION_CHANGE:
+            if brokers is None:
+                brokers = dict(image.brokers)
+            current = brokers.get(rec["broker_id"])
+            if current is not None:
+                brokers[rec["broker_id"]] = replace(
+                    current,
+                    fenced=rec.get("fenced", current.fenced),
+                    in_controlled_shutdown=rec.get(
+                        "in_controlled_shutdown",
+                        # unfencing ends a controlled shutdown, fencing finishes it
+                        False if "fenced" in rec else current.in_controlled_shutdown,
+                    ),
+                )
         elif kind == R.PRODUCER_IDS:
             next_pid = max(next_pid, rec["next_producer_id"])
 

@@ -104,6 +104,61 @@ class MetadataQuorum:
             listener(old, self.image, records)
         return self.image
 
+    # -- the observer's side (brokers replicating from the active controller) ----------
+
+    @property
+    def log_end_offset(self) -> int:
+        assert self._log is not None, "load() first"
+        return self._log.log_end_offset
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        assert self._log is not None, "load() first"
+        return self._log.leader_epoch_cache.latest_epoch()
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Committed batches from `offset` (whole batches, at least one): what a
+        metadata Fetch from an observer gets."""
+        assert self._log is not None, "load() first"
+        end = self._log.log_end_offset
+        if offset >= end:
+            return b""
+        return bytes(self._log.read(offset, max(max_bytes, 1), end, True).records)
+
+    def replicate(self, data: bytes) -> int:
+        """Append batches fetched from the active controller (already committed
+        there), apply them to the image and publish. Returns the records applied."""
+        assert self._log is not None, "load() first"
+        headers = [
+            h for h in batches.iter_batch_headers(data)
+            if h.base_offset >= self._log.log_end_offset
+        ]
+        if not headers:
+            return 0
+        for h in headers:
+            if not batches.batch_crc_ok(data, h):
+                raise ValueError(f"metadata batch at offset {h.base_offset} fails its CRC")
+        start = headers[0].position
+        end = headers[-1].position + headers[-1].size
+        chunk = data[start:end]
+        shifted = [h for h in batches.iter_batch_headers(chunk)]
+        self._log.append_as_follower(chunk, shifted)
+        self._log.flush()
+        self._log.high_watermark = self._log.log_end_offset
+        count = 0
+        for h in shifted:
+            recs = [
+                R.decode(r.value)
+                for r in batches.decode_batch_records(chunk, h)
+                if r.value is not None
+            ]
+            old = self.image
+            self.image = img.apply(old, recs, h.last_offset)
+            count += len(recs)
+            for listener in self.listeners:
+                listener(old, self.image, recs)
+        return count
+
     def close(self) -> None:
         if self._log is not None:
             self._log.close()

@@ -22,9 +22,11 @@ REMOVE_TOPIC = "RemoveTopicRecord"
 CONFIG = "ConfigRecord"
 REGISTER_BROKER = "RegisterBrokerRecord"
 PRODUCER_IDS = "ProducerIdsRecord"
+BROKER_REGISTRATION_CHANGE = "BrokerRegistrationChangeRecord"
 
 KNOWN_TYPES = frozenset(
-    {TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG, REGISTER_BROKER, PRODUCER_IDS}
+    {TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG, REGISTER_BROKER, PRODUCER_IDS,
+     BROKER_REGISTRATION_CHANGE}
 )
 
 # ConfigResource types, as in Kafka's DescribeConfigs/AlterConfigs.
@@ -70,9 +72,57 @@ def config_record(
 
 
 def register_broker_record(
-    broker_id: int, endpoints: list[dict[str, Any]], rack: str | None
+    broker_id: int,
+    endpoints: list[dict[str, Any]],
+    rack: str | None,
+    fenced: bool = False,
+    incarnation_id: str | None = None,
 ) -> MetadataRecord:
-    return {"type": REGISTER_BROKER, "broker_id": broker_id, "endpoints": endpoints, "rack": rack}
+    """A broker (re)registers. Kafka's RegisterBrokerRecord starts fenced; a
+    broker that registers with the controller stays fenced until it has caught
+    up with the metadata log (records written before this field default to
+    unfenced: the single node registered itself)."""
+    record: MetadataRecord = {
+        "type": REGISTER_BROKER, "broker_id": broker_id, "endpoints": endpoints, "rack": rack,
+    }
+    if fenced:
+        record["fenced"] = True
+    if incarnation_id is not None:
+        record["incarnation_id"] = incarnation_id
+    return record
+
+
+def broker_registration_change_record(
+    broker_id: int, fenced: bool | None = None, in_controlled_shutdown: bool | None = None
+) -> MetadataRecord:
+    """Fence, unfence, or mark a broker as shutting down (Kafka's
+    BrokerRegistrationChangeRecord; FenceBrokerRecord/UnfenceBrokerRecord)."""
+    record: MetadataRecord = {"type": BROKER_REGISTRATION_CHANGE, "broker_id": broker_id}
+    if fenced is not None:
+        record["fenced"] = fenced
+    if in_controlled_shutdown is not None:
+        record["in_controlled_shutdown"] = in_controlled_shutdown
+    return record
+
+
+def partition_change_record(
+    topic_id: str,
+    partition: int,
+    *,
+    leader: int | None = None,
+    isr: list[int] | None = None,
+    leader_epoch: int | None = None,
+) -> MetadataRecord:
+    """Kafka's PartitionChangeRecord: only the fields that change. A new leader
+    always comes with a new leader epoch; every change bumps the partition epoch."""
+    record: MetadataRecord = {"type": PARTITION_CHANGE, "topic_id": topic_id, "partition": partition}
+    if leader is not None:
+        record["leader"] = leader
+    if isr is not None:
+        record["isr"] = list(isr)
+    if leader_epoch is not None:
+        record["leader_epoch"] = leader_epoch
+    return record
 
 
 def producer_ids_record(broker_id: int, next_producer_id: int) -> MetadataRecord:

@@ -57,6 +57,11 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    # Controller APIs (KRaft): answered only on a controller's listeners.
+    ALTER_PARTITION = 56
+    BROKER_REGISTRATION = 62
+    BROKER_HEARTBEAT = 63
+    ALLOCATE_PRODUCER_IDS = 67
 
 
 # api_key -> (min_version, max_version) that odradek answers.
@@ -94,6 +99,17 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 }
 
 
+# APIs a broker sends to the active controller (KIP-500, KIP-631), with the
+# versions odradek's controller answers. They are not in SUPPORTED_VERSIONS:
+# clients never see them in ApiVersions, as in Kafka.
+CONTROLLER_VERSIONS: dict[int, tuple[int, int]] = {
+    ApiKey.ALTER_PARTITION: (2, 3),
+    ApiKey.BROKER_REGISTRATION: (0, 4),
+    ApiKey.BROKER_HEARTBEAT: (0, 1),
+    ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
+}
+
+
 def api_name(api_key: int) -> str:
     try:
         return ApiKey(api_key).name
@@ -103,6 +119,11 @@ def api_name(api_key: int) -> str:
 
 def is_supported(api_key: int, api_version: int) -> bool:
     span = SUPPORTED_VERSIONS.get(api_key)
+    return span is not None and span[0] <= api_version <= span[1]
+
+
+def is_controller_api(api_key: int, api_version: int) -> bool:
+    span = CONTROLLER_VERSIONS.get(api_key)
     return span is not None and span[0] <= api_version <= span[1]
 
 

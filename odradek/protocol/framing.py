@@ -88,7 +88,9 @@ def parse_request_header(frame: bytes | memoryview) -> RequestHeader:
         pos += client_len
     elif client_len != -1:
         raise MalformedRequest(f"bad client_id length {client_len}")
-    if api.is_supported(api_key, api_version) and api.request_header_version(
+    if (
+        api.is_supported(api_key, api_version) or api.is_controller_api(api_key, api_version)
+    ) and api.request_header_version(
         api_key, api_version
     ) >= 2:
         pos = skip_tagged_fields(frame, pos)

@@ -20,3 +20,9 @@ for _module in (
     admin, api_versions, configs, fetch, groups, log_dirs, metadata, produce, producer_id
 ):
     HANDLERS.update(_module.HANDLERS)
+
+# Cluster APIs last: its Fetch dispatcher (metadata observers, followers,
+# consumers) takes the place of fetch.py's, which it calls for consumers.
+from . import cluster  # noqa: E402
+
+HANDLERS.update(cluster.HANDLERS)

@@ -19,6 +19,8 @@ ZERO_UUID = uuid.UUID(int=0)
 async def create_topics(
     broker: "Broker", topics: Sequence[NewTopic], validate_only: bool
 ) -> dict[str, Result]:
+    if broker.lifecycle is not None:  # a broker-only node: the controller decides
+        return await broker.lifecycle.create_topics(topics, validate_only)
     async with broker.metadata_lock:
         results, records = broker.controller.create_topics(broker.image, topics, validate_only)
         broker.quorum.append(records)

@@ -182,6 +182,14 @@ def _read_all(
             answers.append(_partition_answer(index, E.UNKNOWN_TOPIC_OR_PARTITION))
             had_error = True
             continue
+        if part.leader != rm.node_id:
+            # Consumers read from the leader; the tag tells them where it is now.
+            answer = _partition_answer(index, E.NOT_LEADER_OR_FOLLOWER)
+            answer["current_leader"] = {"leader_id": part.leader,
+                                        "leader_epoch": part.leader_epoch}
+            answers.append(answer)
+            had_error = True
+            continue
         code = _check_epoch(part, sp.current_leader_epoch)
         if part.log.offline:  # its log dir failed (storage/log_manager.py)
             code = E.KAFKA_STORAGE_ERROR
@@ -239,6 +247,10 @@ async def handle_list_offsets(broker: "Broker", ctx: RequestContext, req: Any) -
             }
             if part is None:
                 entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+                parts.append(entry)
+                continue
+            if part.leader != broker.node_id:
+                entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
                 parts.append(entry)
                 continue
             code = _check_epoch(part, getattr(p, "current_leader_epoch", -1))

@@ -39,7 +39,8 @@ def brokers_for(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
 def partition_entries(topic: TopicImage) -> list[dict[str, Any]]:
     return [
         {
-            "error_code": 0,
+            # a partition without a leader (no live ISR member) answers as Kafka does
+            "error_code": E.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
             "partition_index": p.partition,
             "leader_id": p.leader,
             "leader_epoch": p.leader_epoch,

@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...protocol import api
+from ...protocol.entities import ms
 from ...protocol.records import InvalidRecords, validate_produce_records
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
@@ -69,6 +70,9 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
     # Appends whose flush policy asks for an fsync: answered once the flusher
     # (storage/flusher.py) has synced them, many appends to one fsync.
     flushes: list[tuple[dict[str, Any], Any]] = []
+    # acks=all appends the ISR has not all fetched yet: they wait (the produce
+    # purgatory) for the high watermark to pass them, or the request timeout.
+    replicated: list[tuple[dict[str, Any], Any, int]] = []
     for topic in req.topic_data:
         name = topic.name
         parts = []
@@ -128,8 +132,9 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
                     log.error("append to %s-%d failed: %s", name, index, e)
                 parts.append(_partition_error(index, E.KAFKA_STORAGE_ERROR, str(e)))
                 continue
-            # One replica in the ISR: the high watermark follows the log end offset.
-            plog.high_watermark = plog.log_end_offset
+            # The high watermark: the smallest log end offset over the ISR
+            # (with the leader alone in it, its own) (broker/replication.py).
+            broker.replication.on_leader_append(part)
             rm.purgatory.notify((name, index))
             answer = {
                 "index": index,
@@ -145,12 +150,22 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
             parts.append(answer)
             if info.flush_needed and rm.log_manager.flusher is not None:
                 flushes.append((answer, rm.log_manager.flusher.request_flush(plog)))
+            if acks == -1 and plog.high_watermark <= info.last_offset:
+                replicated.append((answer, part, info.last_offset + 1))
         responses.append({"name": name, "partition_responses": parts})
     for answer, flushed in flushes:
         try:
             await flushed
         except OSError as e:
             answer.update(_partition_error(answer["index"], E.KAFKA_STORAGE_ERROR, str(e)))
+    if replicated:
+        deadline = time.monotonic() + max(ms(req.timeout), 0) / 1000
+        for answer, part, required in replicated:
+            if answer["error_code"]:
+                continue
+            code = await broker.replication.wait_for_high_watermark(part, required, deadline)
+            if code:
+                answer.update(_partition_error(answer["index"], code))
     if acks == 0:
         return None
     return {"responses": responses}

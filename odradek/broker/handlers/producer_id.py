@@ -33,6 +33,7 @@ async def handle_init_producer_id(
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch + 1}
     async with broker.metadata_lock:
+        await broker.ensure_producer_ids()  # a broker-only node asks the controller
         new_id = broker.next_producer_id()
     return {"error_code": 0, "producer_id": new_id, "producer_epoch": 0}
 

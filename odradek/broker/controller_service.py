@@ -1,0 +1,181 @@
+"""The active controller's asyncio shell: sessions, timers and the metadata log.
+
+On a node with the controller role (the one voter of the metadata quorum for
+now: `metadata/quorum.py`), this runs `metadata/cluster_control.py` against
+the live image: broker registrations and heartbeats (handlers/cluster.py
+calls in), the session check that fences silent brokers, the periodic
+preferred-leader election (`auto.leader.rebalance.enable`), and AlterPartition
+from leaders. Every change is a batch of metadata records appended under the
+broker's metadata lock, so each controller decision sees the image the
+previous one produced. Parked metadata fetches of observers (brokers) wake on
+every append.
+
+A multi-voter quorum replaces `MetadataQuorum.append` with a Raft append that
+returns once a majority has the batch; this shell and the handlers stay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..metadata import records as R
+from ..metadata.cluster_control import AlterPartitionAnswer, ClusterControl, HeartbeatAnswer
+from ..metadata.image import MetadataImage
+from ..metadata.quorum import METADATA_TOPIC
+from .kafka_client import stop_tasks
+from .purgatory import FetchPurgatory
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+METADATA_KEY = (METADATA_TOPIC, 0)
+SESSION_CHECK_INTERVAL_MS = 250
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class ControllerService:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.control = ClusterControl(
+            session_timeout_ms=config.get("broker.session.timeout.ms"),
+            unclean_leader_election=self._unclean_enabled,
+            imbalance_percentage=config.get("leader.imbalance.per.broker.percentage"),
+        )
+        self.metadata_waiters = FetchPurgatory()
+        self._task: asyncio.Task[None] | None = None
+        broker.quorum.listeners.append(self._on_metadata)
+
+    def _unclean_enabled(self, image: MetadataImage, topic: str) -> bool:
+        value = image.topic_configs(topic).get("unclean.leader.election.enable")
+        if value is None:
+            return bool(self.broker.config.get("unclean.leader.election.enable"))
+        return value.strip().lower() == "true"
+
+    def _on_metadata(self, old: MetadataImage, new: MetadataImage, records: object) -> None:
+        self.metadata_waiters.notify(METADATA_KEY)
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.control.activate(self.broker.image, _now_ms())
+        self._task = asyncio.get_running_loop().create_task(self._timers())
+
+    async def stop(self) -> None:
+        await stop_tasks([self._task])
+        self._task = None
+
+    async def _timers(self) -> None:
+        config = self.broker.config
+        rebalance = bool(config.get("auto.leader.rebalance.enable"))
+        rebalance_every_ms = 1000 * int(config.get("leader.imbalance.check.interval.seconds"))
+        next_rebalance_ms = _now_ms() + rebalance_every_ms
+        while True:
+            await asyncio.sleep(SESSION_CHECK_INTERVAL_MS / 1000)
+            try:
+                now = _now_ms()
+                await self.decide(functools.partial(self._fence_silent, now_ms=now))
+                if rebalance and now >= next_rebalance_ms:
+                    next_rebalance_ms = now + rebalance_every_ms
+                    await self.decide(self.control.preferred_leader_elections)
+            except Exception:  # a bug in one round must not stop the timers
+                log.exception("controller timer round failed")
+
+    def _fence_silent(self, image: MetadataImage, now_ms: int) -> list[R.MetadataRecord]:
+        # The controller's own broker (combined mode) has no session to lose.
+        self.control.last_contact_ms[self.broker.node_id] = now_ms
+        records = self.control.check_sessions(image, now_ms)
+        fenced = [r["broker_id"] for r in records if r["type"] == R.BROKER_REGISTRATION_CHANGE]
+        if fenced:
+            log.warning("fencing broker(s) %s: no heartbeat for broker.session.timeout.ms", fenced)
+        return records
+
+    # -- decisions -----------------------------------------------------------------------
+
+    async def decide(
+        self, decision: Callable[[MetadataImage], list[R.MetadataRecord]]
+    ) -> MetadataImage:
+        """Run a pure decision on the current image and append its records."""
+        async with self.broker.metadata_lock:
+            records = decision(self.broker.image)
+            return self.broker.quorum.append(records)
+
+    async def register(
+        self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, object]],
+        rack: str | None,
+    ) -> tuple[int, int]:
+        """(error code, broker epoch)"""
+        result: list[int] = []
+
+        def decision(image: MetadataImage) -> list[R.MetadataRecord]:
+            code, records = self.control.register(
+                image, broker_id, incarnation_id, endpoints, rack, _now_ms()
+            )
+            result.append(code)
+            return records
+
+        image = await self.decide(decision)
+        b = image.brokers.get(broker_id)
+        log.info("broker %d registered (epoch %d, fenced until caught up)", broker_id,
+                 b.epoch if b else -1)
+        return result[0], (b.epoch if b else -1)
+
+    async def heartbeat(
+        self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
+        want_fence: bool, want_shut_down: bool,
+    ) -> HeartbeatAnswer:
+        answers: list[HeartbeatAnswer] = []
+
+        def decision(image: MetadataImage) -> list[R.MetadataRecord]:
+            answer, records = self.control.heartbeat(
+                image, broker_id, broker_epoch, current_metadata_offset, want_fence,
+                want_shut_down, _now_ms(),
+            )
+            answers.append(answer)
+            return records
+
+        await self.decide(decision)
+        return answers[0]
+
+    async def alter_partition(
+        self, broker_id: int, topic_id: str, partition: int, leader_epoch: int,
+        partition_epoch: int, new_isr: list[int],
+    ) -> AlterPartitionAnswer:
+        answers: list[AlterPartitionAnswer] = []
+
+        def decision(image: MetadataImage) -> list[R.MetadataRecord]:
+            answer, records = self.control.alter_partition(
+                image, broker_id, topic_id, partition, leader_epoch, partition_epoch, new_isr
+            )
+            answers.append(answer)
+            return records
+
+        await self.decide(decision)
+        return answers[0]
+
+    async def allocate_producer_ids(self, broker_id: int, block_size: int) -> tuple[int, int]:
+        starts: list[int] = []
+
+        def decision(image: MetadataImage) -> list[R.MetadataRecord]:
+            start = max(image.next_producer_id, 0)
+            starts.append(start)
+            return [R.producer_ids_record(broker_id, start + block_size)]
+
+        await self.decide(decision)
+        return starts[0], block_size
+
+    async def elect_preferred(self) -> int:
+        image = await self.decide(
+            lambda image: self.control.preferred_leader_elections(image, only_imbalanced=False)
+        )
+        return image.offset

@@ -1,0 +1,180 @@
+"""Cluster APIs: the controller's (BrokerRegistration, BrokerHeartbeat,
+AlterPartition, AllocateProducerIds) and the Fetch dispatcher.
+
+Fetch has three callers, told apart as Kafka tells them apart:
+
+* a fetch of ``__cluster_metadata`` is an observer (a broker) replicating the
+  metadata log from the active controller (KRaft's pull replication);
+* a fetch with a replica id >= 0 (``replica_id`` before v15,
+  ``replica_state.replica_id`` from v15) is a follower: served by
+  `replica_fetch.py`, up to the log end offset, with diverging epochs;
+* anything else is a consumer: `fetch.py`, up to the high watermark.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ...metadata.quorum import METADATA_TOPIC, METADATA_TOPIC_ID
+from ...protocol import api
+from ...protocol.entities import ms
+from ..context import Handler, RequestContext
+from ..controller_service import METADATA_KEY
+from . import fetch as consumer_fetch
+from . import replica_fetch
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+NOT_CONTROLLER = 41
+INCONSISTENT_CLUSTER_ID = 104
+SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+METADATA_FETCH_MAX_WAIT_MS = 1000
+
+
+def _replica_id(req: Any) -> int:
+    state = getattr(req, "replica_state", None)
+    if state is not None and getattr(state, "replica_id", -1) >= 0:
+        return int(state.replica_id)
+    return int(getattr(req, "replica_id", -1))
+
+
+def _is_metadata_fetch(req: Any) -> bool:
+    return len(req.topics) == 1 and (
+        getattr(req.topics[0], "topic", None) == METADATA_TOPIC
+        or getattr(req.topics[0], "topic_id", None) == METADATA_TOPIC_ID
+    )
+
+
+async def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if _is_metadata_fetch(req):
+        return await _metadata_fetch(broker, ctx, req)
+    if _replica_id(req) >= 0:
+        return await replica_fetch.handle_follower_fetch(broker, ctx, req, _replica_id(req))
+    return await consumer_fetch.handle_fetch(broker, ctx, req)
+
+
+async def _metadata_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    topic = req.topics[0]
+    key_field = "topic_id" if ctx.api_version >= 13 else "topic"
+    key = METADATA_TOPIC_ID if ctx.api_version >= 13 else METADATA_TOPIC
+    service = broker.controller_service
+    answers = []
+    for p in topic.partitions:
+        answer: dict[str, Any] = {
+            "partition_index": p.partition, "error_code": 0, "high_watermark": -1,
+            "last_stable_offset": -1, "log_start_offset": 0, "aborted_transactions": None,
+            "preferred_read_replica": -1, "records": b"",
+        }
+        if service is None or p.partition != 0:
+            answer["error_code"] = 6  # NOT_LEADER_OR_FOLLOWER: not the active controller
+            answers.append(answer)
+            continue
+        quorum = broker.quorum
+        offset = p.fetch_offset
+        if offset > quorum.log_end_offset:
+            answer["error_code"] = 1  # OFFSET_OUT_OF_RANGE
+            answers.append(answer)
+            continue
+        max_wait_s = min(ms(req.max_wait), METADATA_FETCH_MAX_WAIT_MS) / 1000
+        deadline = time.monotonic() + max_wait_s
+        data = quorum.read(offset, p.partition_max_bytes)
+        while not data:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if not await service.metadata_waiters.wait_for_any([METADATA_KEY], remaining):
+                break
+            data = quorum.read(offset, p.partition_max_bytes)
+        end = quorum.log_end_offset
+        answer.update(high_watermark=end, last_stable_offset=end, records=data)
+        answers.append(answer)
+    return {"error_code": 0, "session_id": 0,
+            "responses": [{key_field: key, "partitions": answers}]}
+
+
+# -- controller APIs ------------------------------------------------------------------------
+
+
+async def handle_broker_registration(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = broker.controller_service
+    if service is None:
+        return {"error_code": NOT_CONTROLLER, "broker_epoch": -1}
+    if req.cluster_id != broker.cluster_id:
+        return {"error_code": INCONSISTENT_CLUSTER_ID, "broker_epoch": -1}
+    endpoints = [
+        {"listener": lst.name, "host": lst.host, "port": int(lst.port),
+         "security_protocol": SECURITY_PROTOCOLS.get(int(lst.security_protocol), "PLAINTEXT")}
+        for lst in req.listeners
+    ]
+    code, epoch = await service.register(
+        int(req.broker_id), str(req.incarnation_id), endpoints, req.rack
+    )
+    return {"error_code": code, "broker_epoch": epoch}
+
+
+async def handle_broker_heartbeat(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = broker.controller_service
+    if service is None:
+        return {"error_code": NOT_CONTROLLER, "is_caught_up": False, "is_fenced": True,
+                "should_shut_down": False}
+    a = await service.heartbeat(
+        int(req.broker_id), int(req.broker_epoch), int(req.current_metadata_offset),
+        bool(req.want_fence), bool(req.want_shut_down),
+    )
+    return {"error_code": a.error_code, "is_caught_up": a.is_caught_up,
+            "is_fenced": a.is_fenced, "should_shut_down": a.should_shut_down}
+
+
+async def handle_alter_partition(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = broker.controller_service
+    if service is None:
+        return {"error_code": NOT_CONTROLLER, "topics": []}
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            if ctx.api_version >= 3:
+                new_isr = [int(b.broker_id) for b in p.new_isr_with_epochs]
+            else:
+                new_isr = [int(b) for b in p.new_isr]
+            a = await service.alter_partition(
+                int(req.broker_id), str(t.topic_id), int(p.partition_index),
+                int(p.leader_epoch), int(p.partition_epoch), new_isr,
+            )
+            parts.append({
+                "partition_index": p.partition_index, "error_code": a.error_code,
+                "leader_id": a.leader_id, "leader_epoch": a.leader_epoch, "isr": list(a.isr),
+                "leader_recovery_state": 0, "partition_epoch": a.partition_epoch,
+            })
+        topics.append({"topic_id": t.topic_id, "partitions": parts})
+    return {"error_code": 0, "topics": topics}
+
+
+async def handle_allocate_producer_ids(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = broker.controller_service
+    if service is None:
+        return {"error_code": NOT_CONTROLLER, "producer_id_start": -1, "producer_id_len": 0}
+    from ..broker import PRODUCER_ID_BLOCK_SIZE
+
+    start, length = await service.allocate_producer_ids(int(req.broker_id),
+                                                        PRODUCER_ID_BLOCK_SIZE)
+    return {"error_code": 0, "producer_id_start": start, "producer_id_len": length}
+
+
+HANDLERS: dict[int, Handler] = {
+    api.ApiKey.FETCH: handle_fetch,
+    api.ApiKey.BROKER_REGISTRATION: handle_broker_registration,
+    api.ApiKey.BROKER_HEARTBEAT: handle_broker_heartbeat,
+    api.ApiKey.ALTER_PARTITION: handle_alter_partition,
+    api.ApiKey.ALLOCATE_PRODUCER_IDS: handle_allocate_producer_ids,
+}

@@ -1,0 +1,294 @@
+"""A broker's link to the active controller (a node with `process.roles=broker`).
+
+Kafka's `BrokerLifecycleManager` plus the metadata observer of KRaft:
+
+* **Metadata.** The broker replicates `__cluster_metadata` by Fetch from the
+  controller, as a KRaft observer does: fetch offset = its own metadata log
+  end offset; the batches go to its own copy of the log
+  (`MetadataQuorum.replicate`) and to its image. A restarted broker replays
+  its copy first and continues from there.
+* **Registration.** BrokerRegistration with a fresh incarnation id; the
+  controller answers the broker epoch. The broker stays fenced until a
+  heartbeat shows it has replayed the metadata up to its registration.
+* **Heartbeats** every `broker.heartbeat.interval.ms` carry the applied
+  metadata offset; a stale epoch means the controller forgot us: register
+  again. `controlled_shutdown` sends `want_shut_down` until the controller
+  has moved every leadership away (bounded by a timeout).
+* **Requests for the controller**: AlterPartition, AllocateProducerIds, and
+  admin requests relayed unchanged (`forward`).
+
+The controller is found through `controller.quorum.voters` (the one voter) or
+`controller.quorum.bootstrap.servers`. Every call has a timeout; failures
+back off and retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..metadata.cluster_control import AlterPartitionAnswer
+from ..metadata.controller import NewTopic, Result
+from ..metadata.quorum import METADATA_TOPIC
+from ..protocol import api
+from .kafka_client import ChannelError, KafkaChannel, stop_tasks
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+METADATA_FETCH_MAX_WAIT_MS = 500
+METADATA_FETCH_MAX_BYTES = 8 * 1024 * 1024
+RETRY_BACKOFF_S = 0.2
+CALL_TIMEOUT_S = 10.0
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+STALE_BROKER_EPOCH = 77
+BROKER_ID_NOT_REGISTERED = 102
+
+
+def controller_address(broker: Broker) -> tuple[str, int]:
+    voters = broker.config.quorum_voters
+    if voters:
+        if len(voters) > 1:
+            raise ValueError(
+                "controller.quorum.voters: odradek runs a single-voter metadata quorum for now; "
+                "a multi-voter quorum needs the Raft shell over odradek/raft"
+            )
+        return voters[0].host, voters[0].port
+    servers = broker.config.quorum_bootstrap_servers
+    if servers:
+        return servers[0]
+    raise ValueError("a broker-only node needs controller.quorum.voters or "
+                     "controller.quorum.bootstrap.servers")
+
+
+class BrokerLifecycle:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        host, port = controller_address(broker)
+        self._heartbeats = KafkaChannel(host, port, b"odradek-broker-lifecycle")
+        self._metadata = KafkaChannel(host, port, b"odradek-metadata-observer")
+        self._requests = KafkaChannel(host, port, b"odradek-controller-requests")
+        self._forwarding = KafkaChannel(host, port, b"odradek-forwarding")
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self.caught_up = asyncio.Event()
+        self.unfenced = asyncio.Event()
+        self._shutting_down = False
+        self._tasks: list[asyncio.Task[None]] = []
+        self.interval_s: float = broker.config.get("broker.heartbeat.interval.ms") / 1000
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._metadata_loop()),
+                       loop.create_task(self._heartbeat_loop())]
+
+    async def wait_ready(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self.unfenced.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            return False
+
+    async def stop(self) -> None:
+        await stop_tasks(list(self._tasks))
+        for ch in (self._heartbeats, self._metadata, self._requests, self._forwarding):
+            ch.close()
+
+    # -- metadata -------------------------------------------------------------------------
+
+    async def _metadata_loop(self) -> None:
+        quorum = self.broker.quorum
+        while True:
+            request = {
+                "cluster_id": None, "replica_id": self.broker.node_id,
+                "max_wait": METADATA_FETCH_MAX_WAIT_MS, "min_bytes": 1,
+                "max_bytes": METADATA_FETCH_MAX_BYTES, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": METADATA_TOPIC, "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1,
+                    "fetch_offset": quorum.log_end_offset,
+                    "last_fetched_epoch": quorum.last_fetched_epoch,
+                    "log_start_offset": -1, "partition_max_bytes": METADATA_FETCH_MAX_BYTES,
+                }]}],
+                "forgotten_topics_data": [], "rack_id": "",
+            }
+            try:
+                response = await self._metadata.request(
+                    api.ApiKey.FETCH, 12, request,
+                    timeout_s=CALL_TIMEOUT_S + METADATA_FETCH_MAX_WAIT_MS / 1000,
+                )
+                p = response.responses[0].partitions[0]
+                code = int(getattr(p.error_code, "value", p.error_code))
+                if code != 0:
+                    log.warning("metadata fetch answered error %d", code)
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
+                if p.records:
+                    quorum.replicate(bytes(p.records))
+                if quorum.log_end_offset >= int(p.high_watermark):
+                    self.caught_up.set()
+            except ChannelError as e:
+                log.debug("metadata fetch failed: %s", e)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("metadata fetch failed")
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    # -- registration and heartbeats ----------------------------------------------------
+
+    async def _register(self) -> bool:
+        config = self.broker.config
+        listeners = [
+            {"name": ep.name, "host": ep.host, "port": ep.port,
+             "security_protocol": SECURITY_PROTOCOL_IDS.get(
+                 config.security_protocol(ep.name), 0)}
+            for ep in config.advertised_listeners
+        ]
+        response = await self._heartbeats.request(api.ApiKey.BROKER_REGISTRATION, 4, {
+            "broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
+            "incarnation_id": self.incarnation_id, "listeners": listeners, "features": [],
+            "rack": config.get("broker.rack"), "is_migrating_zk_broker": False,
+            "log_dirs": [], "previous_broker_epoch": -1,
+        }, timeout_s=CALL_TIMEOUT_S)
+        code = int(getattr(response.error_code, "value", response.error_code))
+        if code != 0:
+            log.warning("broker registration answered error %d", code)
+            return False
+        self.broker_epoch = int(response.broker_epoch)
+        log.info("registered with the controller: broker epoch %d", self.broker_epoch)
+        return True
+
+    async def _heartbeat(self, want_shut_down: bool = False) -> Any:
+        response = await self._heartbeats.request(api.ApiKey.BROKER_HEARTBEAT, 1, {
+            "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
+            "current_metadata_offset": self.broker.image.offset,
+            "want_fence": False, "want_shut_down": want_shut_down,
+            "offline_log_dirs": [],
+        }, timeout_s=CALL_TIMEOUT_S)
+        code = int(getattr(response.error_code, "value", response.error_code))
+        if code in (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED):
+            self.broker_epoch = -1
+        elif code == 0:
+            was_fenced = self.fenced
+            self.fenced = bool(response.is_fenced)
+            if was_fenced and not self.fenced:
+                log.info("unfenced by the controller")
+                self.unfenced.set()
+            elif self.fenced and not was_fenced:
+                log.warning("fenced by the controller")
+                self.unfenced.clear()
+        return response
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                if self._shutting_down:
+                    await asyncio.sleep(self.interval_s)
+                    continue
+                if self.broker_epoch < 0 and not await self._register():
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
+                await self._heartbeat()
+                # while fenced, heartbeat sooner: unfencing waits for it
+                await asyncio.sleep(self.interval_s if not self.fenced else
+                                    min(self.interval_s, 0.1))
+            except ChannelError as e:
+                log.debug("heartbeat failed: %s", e)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("heartbeat failed")
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move our leaderships away; True once it says
+        we may stop."""
+        if self.broker_epoch < 0:
+            return True
+        self._shutting_down = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while loop.time() < deadline:
+            try:
+                response = await self._heartbeat(want_shut_down=True)
+                if bool(response.should_shut_down):
+                    log.info("controlled shutdown: the controller moved our leaderships away")
+                    return True
+            except ChannelError:
+                pass
+            await asyncio.sleep(0.1)
+        log.warning("controlled shutdown did not finish in %.0f s", timeout_s)
+        return False
+
+    # -- requests for the controller ----------------------------------------------------
+
+    async def alter_partition(
+        self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int,
+        new_isr: list[int],
+    ) -> AlterPartitionAnswer:
+        response = await self._requests.request(api.ApiKey.ALTER_PARTITION, 3, {
+            "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
+            "topics": [{"topic_id": uuid.UUID(topic_id), "partitions": [{
+                "partition_index": partition, "leader_epoch": leader_epoch,
+                "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in new_isr],
+                "leader_recovery_state": 0, "partition_epoch": partition_epoch,
+            }]}],
+        }, timeout_s=CALL_TIMEOUT_S)
+        code = int(getattr(response.error_code, "value", response.error_code))
+        if code:
+            return AlterPartitionAnswer(code)
+        p = response.topics[0].partitions[0]
+        return AlterPartitionAnswer(
+            int(getattr(p.error_code, "value", p.error_code)), int(p.leader_id),
+            int(p.leader_epoch), tuple(int(b) for b in p.isr), int(p.partition_epoch),
+        )
+
+    async def allocate_producer_ids(self) -> tuple[int, int]:
+        response = await self._requests.request(api.ApiKey.ALLOCATE_PRODUCER_IDS, 0, {
+            "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
+        }, timeout_s=CALL_TIMEOUT_S)
+        code = int(getattr(response.error_code, "value", response.error_code))
+        if code:
+            raise ChannelError(f"AllocateProducerIds answered error {code}")
+        return int(response.producer_id_start), int(response.producer_id_len)
+
+    async def create_topics(
+        self, topics: Sequence[NewTopic], validate_only: bool
+    ) -> dict[str, Result]:
+        """CreateTopics on the controller (auto-creation, internal topics), then
+        wait (bounded) until our image has the created topics."""
+        response = await self._forwarding.request(api.ApiKey.CREATE_TOPICS, 7, {
+            "topics": [{
+                "name": t.name, "num_partitions": t.num_partitions,
+                "replication_factor": t.replication_factor,
+                "assignments": [{"partition_index": p, "broker_ids": list(b)}
+                                for p, b in t.assignments.items()],
+                "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
+            } for t in topics],
+            "timeout": 30000, "validate_only": validate_only,
+        }, timeout_s=CALL_TIMEOUT_S)
+        results: dict[str, Result] = {}
+        for t in response.topics:
+            code = int(getattr(t.error_code, "value", t.error_code))
+            results[t.name] = Result(code, t.error_message, t.topic_id if code == 0 else None,
+                                     int(t.num_partitions), int(t.replication_factor))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CALL_TIMEOUT_S
+        wanted = [n for n, r in results.items() if r.error_code == 0 and not validate_only]
+        while loop.time() < deadline and any(
+            n not in self.broker.image.topics_by_name for n in wanted
+        ):
+            await asyncio.sleep(0.02)
+        return results
+
+    async def forward(self, frame: bytes) -> bytes:
+        return await self._forwarding.forward(frame, 0)

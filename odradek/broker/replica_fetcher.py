@@ -1,0 +1,275 @@
+"""The follower's side of replication: one fetcher per source broker.
+
+`ReplicaFetcherManager.sync` follows the replica manager: every partition this
+node follows (a replica, not the leader, with a leader) is fetched by the
+fetcher of its leader's broker, over one connection per source broker (Kafka's
+`num.replica.fetchers=1`). A fetcher sends full Fetch v12 requests with this
+node's replica id, for each partition its log end offset, its leader epoch
+and the latest epoch in its leader-epoch cache (KIP-320's last fetched
+epoch). For each partition in the answer:
+
+* records: whole batches, CRC-checked, appended with `append_as_follower`
+  (the leader's offsets and epochs; the epoch cache learns from them); the
+  follower's high watermark becomes min(leader's, own log end offset);
+* a diverging epoch: truncate to min(the leader's end of that epoch, our own
+  end of it) -- only the part that diverges (KIP-101/279), then fetch again;
+* OFFSET_OUT_OF_RANGE below the leader's log start: start over there;
+* a leadership error: wait for the metadata to say who leads now.
+
+Every wait is bounded: `replica.fetch.wait.max.ms` on the leader,
+`replica.socket.timeout.ms` on the call, `replica.fetch.backoff.ms` after an
+error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import api
+from ..protocol.records import batch_crc_ok, iter_batch_headers
+from ..storage.log import PartitionLog
+from .kafka_client import ChannelError, KafkaChannel, stop_tasks
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .replica_manager import Partition
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+FETCH_VERSION = 12
+NOT_LEADER_ERRORS = {6, 74, 75, 3}  # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+
+    def sync(self) -> None:
+        """Match the fetchers to the partitions this node follows now."""
+        me = self.broker.node_id
+        wanted: dict[int, set[TopicPartition]] = {}
+        for key, part in self.broker.replica_manager.partitions.items():
+            if part.leader not in (me, -1) and me in part.replicas:
+                wanted.setdefault(part.leader, set()).add(key)
+        for leader_id, fetcher in list(self.fetchers.items()):
+            if leader_id not in wanted:
+                fetcher.stop()
+                del self.fetchers[leader_id]
+        for leader_id, keys in wanted.items():
+            existing = self.fetchers.get(leader_id)
+            if existing is None:
+                existing = ReplicaFetcher(self.broker, leader_id)
+                self.fetchers[leader_id] = existing
+                existing.start()
+            existing.partitions = keys
+            existing.wake()
+
+    async def stop(self) -> None:
+        fetchers = list(self.fetchers.values())
+        self.fetchers.clear()
+        for fetcher in fetchers:
+            fetcher.stop()
+        await stop_tasks([f._task for f in fetchers])
+
+
+class ReplicaFetcher:
+    def __init__(self, broker: Broker, leader_id: int) -> None:
+        self.broker = broker
+        self.leader_id = leader_id
+        self.partitions: set[TopicPartition] = set()
+        config = broker.config
+        self.wait_max_ms: int = config.get("replica.fetch.wait.max.ms")
+        self.min_bytes: int = config.get("replica.fetch.min.bytes")
+        self.max_bytes: int = config.get("replica.fetch.response.max.bytes")
+        self.partition_max_bytes: int = config.get("replica.fetch.max.bytes")
+        self.backoff_s: float = config.get("replica.fetch.backoff.ms") / 1000
+        self.timeout_s: float = config.get("replica.socket.timeout.ms") / 1000
+        self._channel: KafkaChannel | None = None
+        self._address: tuple[str, int] | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def wake(self) -> None:
+        self._wakeup.set()
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        if self._channel is not None:
+            self._channel.close()
+
+
+    def _leader_address(self) -> tuple[str, int] | None:
+        b = self.broker.image.brokers.get(self.leader_id)
+        if b is None or not b.endpoints:
+            return None
+        name = self.broker.config.inter_broker_listener_name
+        ep = next((e for e in b.endpoints if e.listener == name), b.endpoints[0])
+        return ep.host, ep.port
+
+    def _channel_for_leader(self) -> KafkaChannel | None:
+        address = self._leader_address()
+        if address is None:
+            return None
+        if self._channel is None or address != self._address:
+            if self._channel is not None:
+                self._channel.close()
+            self._channel = KafkaChannel(*address, client_id=b"odradek-replica-fetcher")
+            self._address = address
+        return self._channel
+
+    def _fetchable(self) -> list[Partition]:
+        rm = self.broker.replica_manager
+        out = []
+        for key in self.partitions:
+            part = rm.partitions.get(key)
+            if part is not None and part.leader == self.leader_id and not part.log.offline:
+                out.append(part)
+        return out
+
+    async def _run(self) -> None:
+        while True:
+            parts = self._fetchable()
+            channel = self._channel_for_leader()
+            if not parts or channel is None:
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), self.backoff_s)
+                except TimeoutError:
+                    pass
+                continue
+            try:
+                failed = await self._fetch_once(channel, parts)
+            except ChannelError as e:
+                log.debug("fetch from broker %d failed: %s", self.leader_id, e)
+                failed = True
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher for broker %d failed", self.leader_id)
+                failed = True
+            if failed:
+                self._wakeup.clear()
+                try:
+                    await asyncio.wait_for(self._wakeup.wait(), self.backoff_s)
+                except TimeoutError:
+                    pass
+
+    async def _fetch_once(self, channel: KafkaChannel, parts: list[Partition]) -> bool:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        sent: dict[TopicPartition, tuple[int, int]] = {}
+        for part in parts:
+            plog = part.log
+            by_topic.setdefault(part.topic, []).append({
+                "partition": part.partition,
+                "current_leader_epoch": part.leader_epoch,
+                "fetch_offset": plog.log_end_offset,
+                "last_fetched_epoch": plog.leader_epoch_cache.latest_epoch(),
+                "log_start_offset": plog.log_start_offset,
+                "partition_max_bytes": self.partition_max_bytes,
+            })
+            sent[(part.topic, part.partition)] = (part.leader_epoch, plog.log_end_offset)
+        request = {
+            "cluster_id": None, "replica_id": self.broker.node_id,
+            "max_wait": self.wait_max_ms, "min_bytes": self.min_bytes,
+            "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [], "rack_id": "",
+        }
+        response = await channel.request(
+            api.ApiKey.FETCH, FETCH_VERSION, request,
+            timeout_s=self.timeout_s + self.wait_max_ms / 1000,
+        )
+        if int(getattr(response.error_code, "value", response.error_code)) != 0:
+            return True
+        failed = False
+        rm = self.broker.replica_manager
+        for t in response.responses:
+            for p in t.partitions:
+                key = (t.topic, p.partition_index)
+                current = rm.partitions.get(key)
+                if current is None or current.leader != self.leader_id or key not in sent:
+                    continue
+                epoch, offset = sent[key]
+                if current.leader_epoch != epoch or current.log.log_end_offset != offset:
+                    continue  # changed while the fetch was out: the next fetch decides
+                if not self._apply(current, p):
+                    failed = True
+        return failed
+
+    def _apply(self, part: Partition, p: Any) -> bool:
+        code = int(getattr(p.error_code, "value", p.error_code))
+        plog = part.log
+        name = f"{part.topic}-{part.partition}"
+        if code in NOT_LEADER_ERRORS:
+            return False  # the metadata will move us; sync() wakes the fetcher
+        if code == 1:  # OFFSET_OUT_OF_RANGE
+            leader_start = int(p.log_start_offset)
+            if plog.log_end_offset < leader_start:
+                log.warning("%s: behind the leader's log start %d: starting over there",
+                            name, leader_start)
+                plog.truncate_fully_and_start_at(leader_start)
+                return True
+            log.warning("%s: fetch offset %d out of range on leader %d", name,
+                        plog.log_end_offset, self.leader_id)
+            return False
+        if code != 0:
+            log.info("%s: fetch from leader %d answered error %d", name, self.leader_id, code)
+            return False
+        diverging = p.diverging_epoch
+        if diverging is not None and (diverging.epoch != -1 or diverging.end_offset != -1):
+            self._truncate_diverging(part, int(diverging.epoch), int(diverging.end_offset))
+            return True
+        data = p.records
+        if data:
+            data = bytes(data)
+            headers = [h for h in iter_batch_headers(data)]
+            if headers:
+                for h in headers:
+                    if not batch_crc_ok(data, h):
+                        log.warning("%s: batch at %d from leader %d fails its CRC", name,
+                                    h.base_offset, self.leader_id)
+                        return False
+                end = headers[-1].position + headers[-1].size
+                info = plog.append_as_follower(data[:end], headers)
+                self.broker.replica_manager.purgatory.notify((part.topic, part.partition))
+                flusher = self.broker.log_manager.flusher
+                if info.flush_needed and flusher is not None:
+                    flusher.request_flush(plog)
+        hw = int(p.high_watermark)
+        if hw >= 0:
+            plog.set_high_watermark(max(min(hw, plog.log_end_offset), plog.high_watermark))
+        return True
+
+    def _truncate_diverging(self, part: "Partition", epoch: int, end_offset: int) -> None:
+        plog = part.log
+        target = truncation_offset(plog, epoch, end_offset)
+        log.info("%s-%d: leader %d says epoch %d ends at %d: truncating %d -> %d",
+                 part.topic, part.partition, self.leader_id, epoch, end_offset,
+                 plog.log_end_offset, target)
+        truncate_follower(plog, target)
+
+
+def truncation_offset(plog: PartitionLog, epoch: int, end_offset: int) -> int:
+    """KIP-279 on the follower: where to cut after the leader answered that
+    `epoch` ends at `end_offset` in its log. Only what diverges goes: the
+    smaller of the leader's end of that epoch and our own end of it (the
+    largest epoch we know <= it); never below it, never to the high watermark."""
+    local_epoch, local_end = plog.leader_epoch_cache.end_offset_for(epoch, plog.log_end_offset)
+    target = end_offset if local_epoch < 0 else min(end_offset, local_end)
+    return max(min(target, plog.log_end_offset), 0)
+
+
+def truncate_follower(plog: PartitionLog, offset: int) -> None:
+    if offset < plog.log_start_offset:
+        plog.truncate_fully_and_start_at(offset)
+    else:
+        plog.truncate_to(offset)

@@ -1,0 +1,167 @@
+"""`odradek cluster up`: a local cluster for development.
+
+    odradek cluster up --brokers 3 [--data-dir DIR] [--base-port 9092] [--combined]
+
+Starts, on 127.0.0.1, one controller (`process.roles=controller`, node id
+100, the single voter of the metadata quorum, port base-port + 100) and N
+brokers (`process.roles=broker`, node ids 1..N, ports base-port ..
+base-port + N - 1), each an `odradek server` child process with its own log
+dir under DIR and its log in DIR/<node>.log. With `--combined`, node 1 is
+both the controller and a broker (`process.roles=broker,controller`) and no
+separate controller runs. The dirs are formatted first (`odradek storage
+format`) with one cluster id. Ctrl-C (or SIGTERM) stops every node, brokers
+first (a controlled shutdown each), the controller last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+HOST = "127.0.0.1"
+CONTROLLER_ID = 100
+READY_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+
+
+def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
+                   voter_id: int, data_dir: Path, cluster_id: str) -> list[str]:
+    """The `--override` arguments of one node."""
+    broker_listener = f"PLAINTEXT://{HOST}:{port}"
+    controller_listener = f"CONTROLLER://{HOST}:{controller_port}"
+    listeners = {
+        "controller": controller_listener,
+        "broker": broker_listener,
+        "broker,controller": f"{broker_listener},{controller_listener}",
+    }[roles]
+    settings = {
+        "process.roles": roles,
+        "node.id": str(node_id),
+        "listeners": listeners,
+        "controller.listener.names": "CONTROLLER",
+        "controller.quorum.voters": f"{voter_id}@{HOST}:{controller_port}",
+        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "log.dirs": str(data_dir),
+        "cluster.id": cluster_id,
+    }
+    if "broker" in roles:
+        # clients and followers reach brokers on PLAINTEXT only
+        settings["advertised.listeners"] = broker_listener
+        settings["inter.broker.listener.name"] = "PLAINTEXT"
+    out: list[str] = []
+    for key, value in settings.items():
+        out += ["--override", f"{key}={value}"]
+    return out
+
+
+def _port_open(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _wait_open(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        if _port_open(port):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{what} did not listen on {HOST}:{port} in {READY_TIMEOUT_S:.0f} s")
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from .storage import random_uuid
+
+    base = Path(args.data_dir or tempfile.mkdtemp(prefix="odradek-cluster-"))
+    base.mkdir(parents=True, exist_ok=True)
+    cluster_id = args.cluster_id or random_uuid()
+    controller_port = args.base_port + 100
+    nodes: list[tuple[str, int, str, int]] = []  # (name, node id, roles, port to wait on)
+    if args.combined:
+        nodes.append(("node-1", 1, "broker,controller", args.base_port))
+        first_broker = 2
+    else:
+        nodes.append(("controller", CONTROLLER_ID, "controller", controller_port))
+        first_broker = 1
+    for i in range(first_broker, args.brokers + 1):
+        nodes.append((f"broker-{i}", i, "broker", args.base_port + i - 1))
+    procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+    stop = False
+
+    def on_signal(signum: int, frame: Any) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        for name, node_id, roles, port in nodes:
+            data_dir = base / name
+            voter_id = 1 if args.combined else CONTROLLER_ID
+            cmd = [sys.executable, "-m", "odradek", "server", *node_overrides(
+                node_id, roles, port, controller_port, voter_id, data_dir, cluster_id)]
+            log_file = open(base / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
+            proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+            log_file.close()
+            procs.append((name, proc))
+            _wait_open(port, proc, name)
+            print(f"{name}: node {node_id} ({roles}) on {HOST}:{port}, log {base / name}.log")
+        brokers = [f"{HOST}:{port}" for _, _, roles, port in nodes if "broker" in roles]
+        print(f"cluster {cluster_id} up; bootstrap servers: {','.join(brokers)}")
+        print("Ctrl-C stops it")
+        sys.stdout.flush()
+        while not stop:
+            for name, proc in procs:
+                if proc.poll() is not None:
+                    print(f"{name} exited with {proc.returncode}; stopping the cluster")
+                    stop = True
+            time.sleep(0.5)
+        return 0
+    except RuntimeError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        # brokers first, together (controlled shutdown needs the controller),
+        # then the controller
+        brokers_procs = [p for name, p in procs if not name.startswith("controller")]
+        controller_procs = [p for name, p in procs if name.startswith("controller")]
+        for group in (brokers_procs, controller_procs):
+            for proc in group:
+                if proc.poll() is None:
+                    proc.send_signal(signal.SIGTERM)
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            for proc in group:
+                try:
+                    proc.wait(max(deadline - time.monotonic(), 0.1))
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "cluster", help="run a local cluster for development", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cluster_command", required=True, metavar="<action>")
+    up = sub.add_parser("up", help="start a controller and N brokers on 127.0.0.1")
+    up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--data-dir", help="parent dir of the nodes' log dirs (default: a temp dir)")
+    up.add_argument("--base-port", type=int, default=9092, help="first broker port")
+    up.add_argument("--cluster-id", help="cluster id (default: a new one)")
+    up.add_argument("--combined", action="store_true",
+                    help="node 1 is controller and broker; no separate controller")
+    parser.set_defaults(handler=run_up)
+    return parser

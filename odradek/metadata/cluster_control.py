@@ -1,0 +1,351 @@
+"""Cluster control: broker registration, heartbeats, fencing, elections, ISR changes.
+
+The part of the controller that keeps brokers and partition leadership in
+order, as Kafka's ``ClusterControlManager``, ``BrokerHeartbeatManager`` and
+``ReplicationControlManager`` do. Pure: every method takes the current image
+and the time (`now_ms`) and returns an answer plus the metadata records to
+append; nothing here reads a clock, a socket or a file. The controller's
+asyncio shell (`broker/controller_service.py`) appends the records and lets
+the image follow.
+
+Rules (Kafka's):
+
+* A broker registers with an incarnation id; the registration record starts
+  it *fenced*. Its epoch is the offset of that record. It is unfenced by the
+  first heartbeat that shows it has replayed the metadata log up to its
+  registration (`current_metadata_offset >= epoch`).
+* A broker without a heartbeat for `broker.session.timeout.ms` is fenced. A
+  fenced (or shutting down) broker leaves every ISR it is in, unless it is
+  the last member; where it led, the first other ISR member that is alive
+  takes over in a new leader epoch; if there is none the partition has no
+  leader (-1) until an ISR member comes back, or, with
+  `unclean.leader.election.enable`, any live replica leads (and the ISR
+  becomes just it: records it lacks are lost, as Kafka warns).
+* Controlled shutdown (`want_shut_down`): leaderships move away first; the
+  broker may stop (`should_shut_down`) once it leads nothing, and is fenced.
+* AlterPartition comes from the leader, in its current leader epoch and
+  partition epoch; the new ISR holds the leader, only replicas, and only
+  live brokers when it grows.
+* Preferred leaders: the first replica leads again when it is back in the
+  ISR and the per-broker imbalance passes `leader.imbalance.per.broker.percentage`.
+
+Every partition change bumps the partition epoch (image.apply does); a new
+leader always comes with leader epoch + 1. The heartbeat sessions are state
+of the active controller only: a controller that starts gives every broker a
+fresh session, as Kafka's does on failover.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from . import records as R
+from .image import MetadataImage, PartitionImage, TopicImage, apply
+
+NO_LEADER = -1
+
+NONE = 0
+NOT_LEADER_OR_FOLLOWER = 6
+NOT_CONTROLLER = 41
+INVALID_REQUEST = 42
+FENCED_LEADER_EPOCH = 74
+STALE_BROKER_EPOCH = 77
+UNKNOWN_TOPIC_ID = 100
+INCONSISTENT_CLUSTER_ID = 104
+INELIGIBLE_REPLICA = 107
+INVALID_UPDATE_VERSION = 108
+UNKNOWN_TOPIC_OR_PARTITION = 3
+DUPLICATE_BROKER_REGISTRATION = 101
+BROKER_ID_NOT_REGISTERED = 102
+
+# Brokers a controller keeps sessions for: far more than a cluster of Python
+# brokers will have, and a bound on the map all the same.
+MAX_BROKERS = 10_000
+
+
+@dataclass(slots=True)
+class HeartbeatAnswer:
+    error_code: int = NONE
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+@dataclass(slots=True)
+class AlterPartitionAnswer:
+    error_code: int
+    leader_id: int = NO_LEADER
+    leader_epoch: int = -1
+    isr: tuple[int, ...] = ()
+    partition_epoch: int = -1
+
+
+UncleanPolicy = Callable[[MetadataImage, str], bool]
+
+
+class ClusterControl:
+    def __init__(
+        self,
+        session_timeout_ms: int,
+        unclean_leader_election: UncleanPolicy,
+        imbalance_percentage: int = 10,
+    ) -> None:
+        self.session_timeout_ms = session_timeout_ms
+        self.unclean_leader_election = unclean_leader_election
+        self.imbalance_percentage = imbalance_percentage
+        self.last_contact_ms: dict[int, int] = {}
+
+    # -- sessions --------------------------------------------------------------
+
+    def activate(self, image: MetadataImage, now_ms: int) -> None:
+        """This node became the active controller: every broker gets a fresh session."""
+        self.last_contact_ms = {b: now_ms for b in list(image.brokers)[:MAX_BROKERS]}
+
+    def _touch(self, broker_id: int, now_ms: int) -> None:
+        if broker_id in self.last_contact_ms or len(self.last_contact_ms) < MAX_BROKERS:
+            self.last_contact_ms[broker_id] = now_ms
+
+    # -- registration ------------------------------------------------------------
+
+    def register(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        incarnation_id: str,
+        endpoints: list[dict[str, object]],
+        rack: str | None,
+        now_ms: int,
+        fenced: bool = True,
+    ) -> tuple[int, list[R.MetadataRecord]]:
+        """A broker (re)registers. The same incarnation registering again (a
+        retry) changes nothing; a new incarnation replaces the old one, which
+        is fenced first (its leaderships move)."""
+        current = image.brokers.get(broker_id)
+        self._touch(broker_id, now_ms)
+        if current is not None and current.incarnation_id == incarnation_id:
+            return NONE, []
+        records: list[R.MetadataRecord] = []
+        if current is not None and fenced and not current.fenced:
+            records += self._leave(image, broker_id)
+        records.append(
+            R.register_broker_record(broker_id, endpoints, rack, fenced, incarnation_id)
+        )
+        return NONE, records
+
+    def heartbeat(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        broker_epoch: int,
+        current_metadata_offset: int,
+        want_fence: bool,
+        want_shut_down: bool,
+        now_ms: int,
+    ) -> tuple[HeartbeatAnswer, list[R.MetadataRecord]]:
+        broker = image.brokers.get(broker_id)
+        if broker is None:
+            return HeartbeatAnswer(BROKER_ID_NOT_REGISTERED), []
+        if broker_epoch != broker.epoch:
+            return HeartbeatAnswer(STALE_BROKER_EPOCH), []
+        self._touch(broker_id, now_ms)
+        caught_up = current_metadata_offset >= broker.epoch
+        records: list[R.MetadataRecord] = []
+        if want_shut_down:
+            if not broker.fenced and not broker.in_controlled_shutdown:
+                records.append(R.broker_registration_change_record(
+                    broker_id, in_controlled_shutdown=True))
+                records += self._leave(image, broker_id)
+                return HeartbeatAnswer(NONE, caught_up, False, False), records
+            if broker.fenced or not _leads_anything(image, broker_id):
+                if not broker.fenced:
+                    records.append(R.broker_registration_change_record(broker_id, fenced=True))
+                    records += self._leave(image, broker_id)
+                return HeartbeatAnswer(NONE, caught_up, True, True), records
+            records += self._leave(image, broker_id)
+            return HeartbeatAnswer(NONE, caught_up, False, False), records
+        if want_fence:
+            if not broker.fenced:
+                records.append(R.broker_registration_change_record(broker_id, fenced=True))
+                records += self._leave(image, broker_id)
+            return HeartbeatAnswer(NONE, caught_up, True, False), records
+        if broker.fenced and caught_up:
+            records.append(R.broker_registration_change_record(broker_id, fenced=False))
+            records += self._elect_where_leaderless(image, broker_id)
+            return HeartbeatAnswer(NONE, True, False, False), records
+        return HeartbeatAnswer(NONE, caught_up, broker.fenced, False), records
+
+    def check_sessions(self, image: MetadataImage, now_ms: int) -> list[R.MetadataRecord]:
+        """Fence every unfenced broker whose session ran out."""
+        records: list[R.MetadataRecord] = []
+        for broker_id, broker in image.brokers.items():
+            if broker.fenced:
+                continue
+            last = self.last_contact_ms.get(broker_id)
+            if last is None:
+                self._touch(broker_id, now_ms)
+                continue
+            if now_ms - last > self.session_timeout_ms:
+                mine = [R.broker_registration_change_record(broker_id, fenced=True)]
+                mine += self._leave(image, broker_id)
+                records += mine
+                # the next broker's changes start from these
+                image = apply(image, mine, image.offset)
+        return records
+
+    # -- ISR changes -------------------------------------------------------------------
+
+    def alter_partition(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        topic_id_text: str,
+        partition: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        new_isr: list[int],
+    ) -> tuple[AlterPartitionAnswer, list[R.MetadataRecord]]:
+        import uuid
+
+        topic = image.topics_by_id.get(uuid.UUID(topic_id_text))
+        if topic is None:
+            return AlterPartitionAnswer(UNKNOWN_TOPIC_ID), []
+        part = topic.partitions.get(partition)
+        if part is None:
+            return AlterPartitionAnswer(UNKNOWN_TOPIC_OR_PARTITION), []
+        if part.leader != broker_id:
+            return AlterPartitionAnswer(NOT_LEADER_OR_FOLLOWER), []
+        if leader_epoch != part.leader_epoch:
+            return AlterPartitionAnswer(FENCED_LEADER_EPOCH), []
+        if partition_epoch != part.partition_epoch:
+            return AlterPartitionAnswer(INVALID_UPDATE_VERSION), []
+        if broker_id not in new_isr or any(r not in part.replicas for r in new_isr) or len(
+            set(new_isr)
+        ) != len(new_isr):
+            return AlterPartitionAnswer(INVALID_REQUEST), []
+        for r in new_isr:
+            if r not in part.isr and not _eligible(image, r):
+                return AlterPartitionAnswer(INELIGIBLE_REPLICA), []
+        isr = tuple(r for r in part.replicas if r in new_isr)
+        answer = AlterPartitionAnswer(
+            NONE, part.leader, part.leader_epoch, isr, part.partition_epoch + 1
+        )
+        if isr == part.isr:
+            return AlterPartitionAnswer(NONE, part.leader, part.leader_epoch, isr,
+                                        part.partition_epoch), []
+        return answer, [R.partition_change_record(str(topic.topic_id), partition, isr=list(isr))]
+
+    # -- elections -----------------------------------------------------------------------
+
+    def _leave(self, image: MetadataImage, broker_id: int) -> list[R.MetadataRecord]:
+        """Move leadership and ISR membership away from `broker_id` (fenced or
+        shutting down)."""
+        records: list[R.MetadataRecord] = []
+        for topic, part in _partitions_with(image, broker_id):
+            tid = str(topic.topic_id)
+            if part.leader == broker_id:
+                candidates = [
+                    r for r in part.isr if r != broker_id and _eligible(image, r)
+                ]
+                if candidates:
+                    isr = [r for r in part.isr if r != broker_id]
+                    records.append(R.partition_change_record(
+                        tid, part.partition, leader=_in_replica_order(part, candidates)[0],
+                        isr=isr, leader_epoch=part.leader_epoch + 1,
+                    ))
+                    continue
+                if self.unclean_leader_election(image, topic.name):
+                    live = [r for r in part.replicas if r != broker_id and _eligible(image, r)]
+                    if live:
+                        records.append(R.partition_change_record(
+                            tid, part.partition, leader=live[0], isr=[live[0]],
+                            leader_epoch=part.leader_epoch + 1,
+                        ))
+                        continue
+                # No one else may lead: no leader, the ISR keeps its last member.
+                isr = [r for r in part.isr if r != broker_id] or [broker_id]
+                records.append(R.partition_change_record(
+                    tid, part.partition, leader=NO_LEADER, isr=isr,
+                    leader_epoch=part.leader_epoch + 1,
+                ))
+            elif broker_id in part.isr and len(part.isr) > 1:
+                records.append(R.partition_change_record(
+                    tid, part.partition, isr=[r for r in part.isr if r != broker_id]
+                ))
+        return records
+
+    def _elect_where_leaderless(
+        self, image: MetadataImage, broker_id: int
+    ) -> list[R.MetadataRecord]:
+        """`broker_id` is back: lead the partitions that have no leader and hold
+        it in their ISR (or, with unclean election, among their replicas)."""
+        records: list[R.MetadataRecord] = []
+        for topic, part in _partitions_with(image, broker_id):
+            if part.leader != NO_LEADER:
+                continue
+            if broker_id in part.isr:
+                records.append(R.partition_change_record(
+                    str(topic.topic_id), part.partition, leader=broker_id,
+                    leader_epoch=part.leader_epoch + 1,
+                ))
+            elif self.unclean_leader_election(image, topic.name):
+                records.append(R.partition_change_record(
+                    str(topic.topic_id), part.partition, leader=broker_id, isr=[broker_id],
+                    leader_epoch=part.leader_epoch + 1,
+                ))
+        return records
+
+    def preferred_leader_elections(
+        self, image: MetadataImage, only_imbalanced: bool = True
+    ) -> list[R.MetadataRecord]:
+        """Give leadership back to each partition's first replica when it is a
+        live ISR member (ElectLeaders PREFERRED; auto.leader.rebalance.enable)."""
+        candidates: dict[int, list[tuple[TopicImage, PartitionImage]]] = {}
+        preferred_count: dict[int, int] = {}
+        for topic in image.topics_by_name.values():
+            for part in topic.partitions.values():
+                if not part.replicas:
+                    continue
+                preferred = part.replicas[0]
+                preferred_count[preferred] = preferred_count.get(preferred, 0) + 1
+                if part.leader != preferred and preferred in part.isr and _eligible(
+                    image, preferred
+                ):
+                    candidates.setdefault(preferred, []).append((topic, part))
+        records: list[R.MetadataRecord] = []
+        for broker_id, parts in sorted(candidates.items()):
+            ratio_pct = 100 * len(parts) / max(preferred_count.get(broker_id, 1), 1)
+            if only_imbalanced and ratio_pct <= self.imbalance_percentage:
+                continue
+            for topic, part in parts:
+                records.append(R.partition_change_record(
+                    str(topic.topic_id), part.partition, leader=part.replicas[0],
+                    leader_epoch=part.leader_epoch + 1,
+                ))
+        return records
+
+
+def _eligible(image: MetadataImage, broker_id: int) -> bool:
+    b = image.brokers.get(broker_id)
+    return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+
+def _in_replica_order(part: PartitionImage, members: list[int]) -> list[int]:
+    return [r for r in part.replicas if r in members]
+
+
+def _leads_anything(image: MetadataImage, broker_id: int) -> bool:
+    return any(
+        p.leader == broker_id for t in image.topics_by_name.values() for p in t.partitions.values()
+    )
+
+
+def _partitions_with(
+    image: MetadataImage, broker_id: int
+) -> list[tuple[TopicImage, PartitionImage]]:
+    return [
+        (t, p)
+        for t in image.topics_by_name.values()
+        for p in t.partitions.values()
+        if broker_id in p.replicas
+    ]
