@@ -1,0 +1,104 @@
+"""`odradek consume`: print records of a topic, like kafka-console-consumer.sh.
+
+    odradek consume TOPIC [--from-beginning | --offset N] [--partition N]
+                          [--group G] [--max-messages N] [--timeout S]
+                          [--print-key] [--print-headers] [--print-offset]
+
+Without --group the partitions are assigned directly (no consumer group, no
+commits); with --group the consumer joins that group and commits. Stops after
+--max-messages records or when nothing arrives for --timeout seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "consume", help="print records of a topic", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("topic")
+    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
+                        help="host:port of a broker (default: %(default)s)")
+    start = parser.add_mutually_exclusive_group()
+    start.add_argument("--from-beginning", action="store_true",
+                       help="start at the earliest offset (default: the end)")
+    start.add_argument("--offset", type=int, default=None, help="start at this offset")
+    parser.add_argument("--partition", type=int, default=None, help="only this partition")
+    parser.add_argument("--group", default=None, help="consume as a member of this group")
+    parser.add_argument("--max-messages", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=10.0,
+                        help="stop after this many idle seconds (default: %(default)s)")
+    parser.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
+                        default="read_uncommitted")
+    parser.add_argument("--print-key", action="store_true")
+    parser.add_argument("--print-headers", action="store_true")
+    parser.add_argument("--print-offset", action="store_true")
+    parser.set_defaults(handler=cmd_consume)
+    return parser
+
+
+def _text(value: bytes | None) -> str:
+    return "null" if value is None else value.decode("utf-8", "replace")
+
+
+def cmd_consume(args: argparse.Namespace) -> int:
+    from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, TopicPartition
+
+    conf = {
+        "bootstrap.servers": args.bootstrap_server,
+        "group.id": args.group or "odradek-console-consumer",
+        "enable.auto.commit": bool(args.group),
+        "auto.offset.reset": "earliest" if args.from_beginning else "latest",
+        "isolation.level": args.isolation_level,
+        "enable.partition.eof": False,
+    }
+    consumer = Consumer(conf)
+    try:
+        if args.group:
+            consumer.subscribe([args.topic])
+        else:
+            md = consumer.list_topics(args.topic, timeout=args.timeout)
+            topic = md.topics.get(args.topic)
+            if topic is None or topic.error is not None:
+                print(f"odradek consume: topic {args.topic!r} does not exist", file=sys.stderr)
+                return 1
+            partitions = [args.partition] if args.partition is not None else sorted(
+                topic.partitions)
+            start = args.offset if args.offset is not None else (
+                OFFSET_BEGINNING if args.from_beginning else OFFSET_END)
+            consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
+        count = 0
+        idle_since = time.monotonic()
+        while args.max_messages is None or count < args.max_messages:
+            msg = consumer.poll(0.2)
+            if msg is None:
+                if time.monotonic() - idle_since > args.timeout:
+                    break
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                print(f"odradek consume: {msg.error()}", file=sys.stderr)
+                return 1
+            idle_since = time.monotonic()
+            parts = []
+            if args.print_offset:
+                parts.append(f"{msg.partition()}:{msg.offset()}")
+            if args.print_key:
+                parts.append(_text(msg.key()))
+            if args.print_headers:
+                parts.append(",".join(f"{k}={_text(v)}" for k, v in (msg.headers() or [])))
+            parts.append(_text(msg.value()))
+            print("\t".join(parts), flush=True)
+            count += 1
+        print(f"Processed a total of {count} messages", file=sys.stderr)
+        return 0
+    finally:
+        consumer.close()
