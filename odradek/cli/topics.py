@@ -70,7 +70,8 @@ def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient({"bootstrap.servers": args.bootstrap_server,
-                        "socket.timeout.ms": int(args.timeout * 1000)})
+                        "socket.timeout.ms": int(args.timeout * 1000),
+                        "log_level": 4})  # librdkafka's informational lines are noise here
 
 
 def _fail(message: str) -> int:
