@@ -19,18 +19,19 @@ from kio.serial import entity_reader, entity_writer
 
 from ..config import BrokerConfig
 from ..coordinator.service import GroupCoordinatorService
+from ..coordinator.transaction_service import TransactionCoordinatorService
 from ..metadata import records as R
 from ..metadata.controller import Controller
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import MetadataQuorum
 from ..protocol import api, entities
 from ..protocol.fetch_codec import encode_fetch_response
-from ..protocol.guard import check_flexible_request
 from ..protocol.framing import (
     MalformedRequest,
     encode_response_frame,
     parse_request_header,
 )
+from ..protocol.guard import check_flexible_request
 from ..storage.flusher import Flusher
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
@@ -43,11 +44,11 @@ from ..topic_config import (
 from .context import Handler, RequestContext
 from .controller_service import ControllerService
 from .fetch_session import FetchSessionCache
-from .metrics import BrokerMetrics
 from .handlers import HANDLERS
 from .kafka_client import ChannelError
 from .lifecycle import BrokerLifecycle
 from .log_tasks import LogTasks
+from .metrics import BrokerMetrics
 from .network import CLOSE, KafkaConnection
 from .replica_fetcher import ReplicaFetcherManager
 from .replica_manager import ReplicaManager
@@ -114,6 +115,7 @@ class Broker:
         self.metadata_lock = asyncio.Lock()
         self.metrics = BrokerMetrics(self)
         self.group_coordinator = GroupCoordinatorService(self)
+        self.txn_coordinator = TransactionCoordinatorService(self)
 
     # -- configuration helpers -----------------------------------------------
 
@@ -167,6 +169,7 @@ class Broker:
                 log.warning("not unfenced by the controller after %.0f s; serving anyway",
                             BROKER_STARTUP_WAIT_S)
         self.group_coordinator.start()
+        self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
         for listener in self.config.listeners:
@@ -240,6 +243,7 @@ class Broker:
         if self.log_manager.flusher is not None:
             await asyncio.to_thread(self.log_manager.flusher.shutdown)  # type: ignore[attr-defined]
         await self.group_coordinator.stop()
+        await self.txn_coordinator.stop()
         self.replica_manager.shutdown()
         self.quorum.close()
         log.info("odradek node %d stopped", self.node_id)

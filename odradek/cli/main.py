@@ -28,8 +28,8 @@ PROG = "odradek"
 
 # Subcommand modules under odradek.cli, in help order. "server" is defined in this file.
 SUBCOMMANDS: tuple[str, ...] = (
-    "server", "cluster", "topics", "produce", "consume", "groups", "configs", "acls",
-    "dump_log", "storage", "bench",
+    "server", "cluster", "topics", "produce", "consume", "groups", "transactions", "configs",
+    "acls", "dump_log", "storage", "bench",
 )
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

@@ -53,6 +53,7 @@ from .records import (
     offset_key,
     offset_value,
 )
+from .txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,8 @@ class GroupCoordinator:
         self.loaded: set[int] = set()
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        # TxnOffsetCommit offsets waiting for their transaction's marker.
+        self.txn_offsets = PendingTxnOffsets()
 
     # -- ownership -----------------------------------------------------------------------
 
@@ -168,8 +171,17 @@ class GroupCoordinator:
         self.loaded.add(partition)
         return count
 
+    def materialize_offsets(
+        self, group_id: str, offsets: dict[TopicPartition, OffsetValue]
+    ) -> None:
+        """A committed transaction's offsets become the group's (already in the log)."""
+        self.offsets.setdefault(group_id, {}).update(offsets)
+        if group_id not in self.groups and len(self.groups) < MAX_GROUPS:
+            self.groups[group_id] = ClassicGroup(group_id, self.config.limits, 0)
+
     def unload(self, partition: int, out: Out) -> None:
         self.loaded.discard(partition)
+        self.txn_offsets.drop_partition(self, partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
             if isinstance(group, ClassicGroup):

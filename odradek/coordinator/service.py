@@ -26,6 +26,7 @@ from . import errors as E
 from .classic import GroupLimits
 from .consumer import ConsumerConfig
 from .core import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, Out
+from .txn_offsets import held_to_pending, replay_batch
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
@@ -142,6 +143,9 @@ class GroupCoordinatorService:
         plog = part.log
         end = plog.log_end_offset
 
+        # Transactional offset commits are held until their marker (txn_offsets.py).
+        held: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+
         def replay() -> Any:
             offset = plog.log_start_offset
             while offset < end:
@@ -151,13 +155,17 @@ class GroupCoordinatorService:
                 for header in batches.iter_batch_headers(data):
                     if header.next_offset <= offset:
                         continue
-                    if not header.is_control:
-                        for r in batches.decode_batch_records(data, header):
+                    records = batches.decode_batch_records(data, header)
+                    if header.is_control or header.is_transactional:
+                        yield from replay_batch(header, records, held)
+                    else:
+                        for r in records:
                             if r.offset >= offset:
                                 yield r.key, r.value
                     offset = header.next_offset
 
         count = self.core.load(partition, replay(), self.clock_ms())
+        held_to_pending(held, self.core.txn_offsets)
         if count:
             log.info(
                 "loaded %s-%d: %d records in %.0f ms",

@@ -56,8 +56,10 @@ from odradek.protocol.records import (
     BatchHeader,
     assign_offsets,
 )
+from odradek.storage import producer_log
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
+from odradek.storage.producer_state import ProducerStateManager
 from odradek.storage.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -66,11 +68,12 @@ from odradek.storage.segment import (
     LogSegment,
     segment_file_name,
 )
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
 PARTITION_METADATA_FILE = "partition.metadata"
 LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
-_ORPHAN_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+_ORPHAN_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _DELETED_SUFFIX = DELETED_SUFFIX
 KAFKA_STORAGE_ERROR = 56
 
@@ -204,6 +207,9 @@ class PartitionLog:
         # Segments renamed ``.deleted`` and waiting for file.delete.delay.ms:
         # (due wall-clock ms, paths). The log manager unlinks them.
         self.pending_deletes: list[tuple[int, list[Path]]] = []
+        # Idempotent/transactional producers (storage/producer_state.py); open()
+        # loads it from the newest snapshot plus the log.
+        self.producer_state = ProducerStateManager(dir)
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -308,6 +314,7 @@ class PartitionLog:
             if first is not None and first.partition_leader_epoch >= 0:
                 epoch_cache.assign(first.partition_leader_epoch, log.log_start_offset)
         epoch_cache.truncate_from_start(log.log_start_offset)
+        producer_log.load(log, had_clean_shutdown and truncated == 0)
         return log
 
     # -- properties ------------------------------------------------------------------------------
@@ -330,6 +337,13 @@ class PartitionLog:
 
     def size_bytes(self) -> int:
         return sum(s.size_bytes for s in self._segments)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset of the oldest open transaction, else the high watermark."""
+        first_unstable = self.producer_state.first_unstable_offset()
+        hw = self.high_watermark
+        return hw if first_unstable is None or first_unstable > hw else first_unstable
 
     @property
     def first_segment_base_offset(self) -> int:
@@ -400,6 +414,8 @@ class PartitionLog:
                 len(records), max_timestamp, first_offset, last_offset, now_ms
             )
             segment.append(records, headers)
+            if headers[0].producer_id >= 0 or len(headers) > 1:
+                producer_log.apply_appended(self, segment, records, headers)
         except OSError as e:
             raise self._storage_error(e) from e
         self.log_end_offset = headers[-1].next_offset
@@ -470,6 +486,7 @@ class PartitionLog:
         self._segments.append(segment)
         self._bases.append(base)
         self.log_end_offset = max(self.log_end_offset, base)
+        self.producer_state.take_snapshot(base, self._bases[0])
         if self.recovery_point < base:
             if self.flusher is not None:
                 self.flusher.request_flush(self)
@@ -573,6 +590,19 @@ class PartitionLog:
             i += 1
         return FetchDataInfo(fetch_offset, b"")
 
+    def collect_aborted_txns(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_offset), from the
+        ``.txnindex`` of the segment holding ``fetch_offset`` and every later one
+        below the last stable offset (a marker may sit segments after its data)."""
+        i = max(0, bisect_right(self._bases, fetch_offset) - 1)
+        lso = self.last_stable_offset
+        out: list[AbortedTxn] = []
+        for segment in self._segments[i:]:
+            if segment.base_offset > lso:
+                break
+            out.extend(segment.txn_index.collect(fetch_offset, upper_offset))
+        return out
+
     def offset_for_timestamp(
         self, timestamp_ms: int, max_offset: int = LONG_MAX
     ) -> tuple[int, int] | None:
@@ -621,6 +651,7 @@ class PartitionLog:
         segment.truncate_to(offset)
         self.log_end_offset = segment.next_offset
         self._clamp_offsets()
+        producer_log.rebuild_after_truncation(self)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -642,6 +673,8 @@ class PartitionLog:
         self.high_watermark = offset
         self.recovery_point = offset
         self.leader_epoch_cache.clear()
+        self.producer_state.delete_all_snapshots()
+        self.producer_state = ProducerStateManager(self.dir)
 
     def _clamp_offsets(self) -> None:
         leo = self.log_end_offset
@@ -742,6 +775,10 @@ class PartitionLog:
             for segment in self._segments:
                 segment.close_files()
             return
+        try:  # an optimisation only: without it the next open replays the log
+            self.producer_state.take_snapshot(self.log_end_offset, self._bases[0])
+        except OSError:
+            pass
         for segment in self._segments:
             segment.close()
 
@@ -799,7 +836,7 @@ def _epoch_learner(cache: LeaderEpochFileCache) -> Callable[[BatchHeader], None]
 
 
 def _delete_segment_files(dir: Path, base: int) -> None:
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         (dir / segment_file_name(base, suffix)).unlink(missing_ok=True)
 
 

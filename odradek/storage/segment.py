@@ -47,6 +47,7 @@ from odradek.protocol.records import (
     parse_batch_header,
 )
 from odradek.storage.index import INT32_MAX, CorruptIndex, OffsetIndex, TimeIndex
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
 DELETED_SUFFIX = ".deleted"
@@ -112,6 +113,8 @@ class LogSegment:
             max_index_bytes,
             writable=active,
         )
+        # Aborted transactions whose marker is in this segment (storage/txn_index.py).
+        self.txn_index = TransactionIndex(dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX))
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size_bytes = os.fstat(self._fd).st_size
         self.active = active
@@ -151,6 +154,7 @@ class LogSegment:
             segment.size_bytes = 0
         segment.offset_index.reset()
         segment.time_index.reset()
+        segment.txn_index.delete()
         return segment
 
     @classmethod
@@ -319,6 +323,12 @@ class LogSegment:
                 consumed = header.size
             position += consumed
 
+    def iter_headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(file position, header) of each batch from the one the offset index
+        points at for ``offset`` (earlier batches may come first)."""
+        _, position = self.offset_index.lookup(offset)
+        return self._iter_headers(position)
+
     def _find_batch(self, target_offset: int) -> _BatchLocation | None:
         """The first batch whose last offset is >= target_offset, if any."""
         _, position = self.offset_index.lookup(target_offset)
@@ -485,6 +495,7 @@ class LogSegment:
         removed = self.size_bytes - location.position
         os.ftruncate(self._fd, location.position)
         self.size_bytes = location.position
+        self.txn_index.truncate_to(offset)
         self.rebuild_indexes()
         if self.size_bytes == 0:
             self.rolling_based_timestamp_ms = None
@@ -538,6 +549,10 @@ class LogSegment:
             except FileNotFoundError:
                 continue
             renamed.append(target)
+        txn = self.txn_index.rename_to(
+            self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX))
+        if txn is not None:
+            renamed.append(txn)
         return renamed
 
     def close_files(self) -> None:
@@ -564,6 +579,7 @@ class LogSegment:
             self._fd = -1
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
 
     def __repr__(self) -> str:

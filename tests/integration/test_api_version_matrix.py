@@ -80,6 +80,34 @@ def _requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
                                                "response_partition_limit": 100,
                                                "cursor": None},
         **_group_requests(topic, topic_id),
+        **_txn_requests(topic),
+    }
+
+
+def _txn_requests(topic: str) -> dict[int, dict[str, Any]]:
+    tid = f"matrix-{topic}"
+    txn = {"transactional_id": tid, "producer_id": 123456789, "producer_epoch": 0}
+    topics = [{"name": topic, "partitions": [0]}]
+    return {  # unknown producer on purpose: the coordinator must say so in every version
+        api.ApiKey.ADD_PARTITIONS_TO_TXN: {
+            "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": 123456789,
+            "v3_and_below_producer_epoch": 0, "v3_and_below_topics": topics,
+            "transactions": [{**txn, "verify_only": False, "topics": topics}]},
+        api.ApiKey.ADD_OFFSETS_TO_TXN: {**txn, "group_id": tid},
+        api.ApiKey.TXN_OFFSET_COMMIT: {
+            **txn, "group_id": tid, "generation_id": -1, "member_id": "",
+            "group_instance_id": None,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "committed_offset": 1, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]},
+        api.ApiKey.END_TXN: {**txn, "committed": True},
+        api.ApiKey.WRITE_TXN_MARKERS: {"markers": [
+            {"producer_id": 123456789, "producer_epoch": 0, "transaction_result": False,
+             "topics": [{"name": topic, "partition_indexes": [0]}], "coordinator_epoch": 0}]},
+        api.ApiKey.DESCRIBE_PRODUCERS: {"topics": [{"name": topic, "partition_indexes": [0]}]},
+        api.ApiKey.DESCRIBE_TRANSACTIONS: {"transactional_ids": [tid]},
+        api.ApiKey.LIST_TRANSACTIONS: {"state_filters": [], "producer_id_filters": [],
+                                       "duration_filter": -1, "transactional_id_pattern": None},
     }
 
 
@@ -151,6 +179,12 @@ EXPECTED_ERRORS = {
     api.ApiKey.HEARTBEAT: {25},
     api.ApiKey.LEAVE_GROUP: {25},
     api.ApiKey.DELETE_GROUPS: {69},  # GROUP_ID_NOT_FOUND: the group is absent on purpose
+    # the transactional id / producer id are made up on purpose:
+    api.ApiKey.ADD_PARTITIONS_TO_TXN: {49},  # INVALID_PRODUCER_ID_MAPPING
+    api.ApiKey.ADD_OFFSETS_TO_TXN: {49},
+    api.ApiKey.END_TXN: {49},
+    api.ApiKey.TXN_OFFSET_COMMIT: {48},  # INVALID_TXN_STATE: the group is not in a txn
+    api.ApiKey.DESCRIBE_TRANSACTIONS: {105},  # TRANSACTIONAL_ID_NOT_FOUND
 }
 
 

@@ -13,11 +13,12 @@ from . import (
     metadata,
     produce,
     producer_id,
+    txn,
 )
 
 HANDLERS: dict[int, Handler] = {}
 for _module in (
-    admin, api_versions, configs, fetch, groups, log_dirs, metadata, produce, producer_id
+    admin, api_versions, configs, fetch, groups, log_dirs, metadata, produce, producer_id, txn
 ):
     HANDLERS.update(_module.HANDLERS)
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...protocol import api
 from ...protocol.entities import ms
+from ...protocol.records import iter_batch_headers
 from ...storage.log import OffsetOutOfRange
 from ..context import RequestContext
 from ..fetch_session import (
@@ -119,10 +120,11 @@ async def handle_fetch(broker: "Broker", ctx: RequestContext, req: Any) -> dict[
         max_bytes = 0x7FFFFFFF
     deadline = time.monotonic() + max_wait_ms / 1000.0
     rm = broker.replica_manager
+    read_committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
 
     while True:
         answers, total_bytes, had_error, keys = _read_all(
-            rm, broker.image, entries, max_bytes, use_ids
+            rm, broker.image, entries, max_bytes, use_ids, read_committed
         )
         if total_bytes >= min_bytes or had_error or max_wait_ms <= 0:
             break
@@ -130,7 +132,9 @@ async def handle_fetch(broker: "Broker", ctx: RequestContext, req: Any) -> dict[
         if remaining <= 0:
             break
         if not await rm.purgatory.wait_for_any(keys, remaining):
-            answers, *_ = _read_all(rm, broker.image, entries, max_bytes, use_ids)
+            answers, *_ = _read_all(
+                rm, broker.image, entries, max_bytes, use_ids, read_committed
+            )
             break
 
     by_topic: dict[Any, list[dict[str, Any]]] = {}
@@ -157,7 +161,8 @@ async def handle_fetch(broker: "Broker", ctx: RequestContext, req: Any) -> dict[
 
 
 def _read_all(
-    rm: Any, image: Any, entries: list[SessionPartition], max_bytes: int, use_ids: bool
+    rm: Any, image: Any, entries: list[SessionPartition], max_bytes: int, use_ids: bool,
+    read_committed: bool = False,
 ) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
     answers = []
     total = 0
@@ -199,6 +204,9 @@ def _read_all(
             continue
         plog = part.log
         hw = plog.high_watermark
+        lso = plog.last_stable_offset
+        # read_committed stops at the last stable offset (the oldest open txn).
+        upper = lso if read_committed else hw
         offset = sp.fetch_offset
         if offset < plog.log_start_offset or offset > plog.log_end_offset:
             answers.append(
@@ -208,9 +216,9 @@ def _read_all(
             continue
         data = b""
         budget = min(sp.partition_max_bytes, max_bytes - total)
-        if offset < hw and (budget > 0 or total == 0):
+        if offset < upper and (budget > 0 or total == 0):
             try:
-                data = plog.read(offset, max(budget, 1), hw, total == 0).records
+                data = plog.read(offset, max(budget, 1), upper, total == 0).records
             except OffsetOutOfRange:
                 answers.append(
                     _partition_answer(index, E.OFFSET_OUT_OF_RANGE, hw, hw, plog.log_start_offset)
@@ -223,10 +231,27 @@ def _read_all(
                 continue
         total += len(data)
         keys.append((name, index))
-        answers.append(_partition_answer(index, 0, hw, hw, plog.log_start_offset, data))
+        answer = _partition_answer(index, 0, hw, lso, plog.log_start_offset, data)
+        if read_committed:
+            answer["aborted_transactions"] = _aborted(plog, offset, data)
+        answers.append(answer)
     return answers, total, had_error, keys
 
 
+def _aborted(plog: Any, offset: int, data: bytes) -> list[dict[str, int]]:
+    """The aborted transactions overlapping the fetched batches (headers only)."""
+    if not data:
+        return []
+    end = offset
+    for h in iter_batch_headers(data):
+        end = h.next_offset
+    return [
+        {"producer_id": t.producer_id, "first_offset": t.first_offset}
+        for t in plog.collect_aborted_txns(offset, end)
+    ]
+
+
+READ_COMMITTED = 1
 EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
@@ -263,7 +288,8 @@ async def handle_list_offsets(broker: "Broker", ctx: RequestContext, req: Any) -
             plog = part.log
             ts = p.timestamp
             if ts == LATEST:
-                entry["offset"] = plog.high_watermark
+                read_committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+                entry["offset"] = plog.last_stable_offset if read_committed else plog.high_watermark
                 entry["leader_epoch"] = part.leader_epoch
             elif ts in (EARLIEST, EARLIEST_LOCAL):
                 entry["offset"] = plog.log_start_offset

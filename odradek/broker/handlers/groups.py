@@ -60,6 +60,8 @@ async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any)
     created = E.NONE
     if key_type == KEY_TYPE_GROUP:
         created = await service.ensure_offsets_topic()
+    elif key_type == KEY_TYPE_TRANSACTION:
+        created = await broker.txn_coordinator.ensure_topic()
     me = next(
         (b for b in brokers_for(broker.image, ctx.listener) if b["node_id"] == broker.node_id), None
     )
@@ -72,17 +74,15 @@ async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any)
             "error_code": E.NONE,
             "error_message": None,
         }
-        if key_type == KEY_TYPE_TRANSACTION:
-            entry["error_code"] = E.COORDINATOR_NOT_AVAILABLE
-            entry["error_message"] = "The transaction coordinator is not available yet."
-        elif key_type != KEY_TYPE_GROUP:
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             entry["error_code"] = E.INVALID_REQUEST
             entry["error_message"] = f"Unknown coordinator key type {key_type}."
         elif created != E.NONE or me is None:
             entry["error_code"] = E.COORDINATOR_NOT_AVAILABLE
         else:
             # Any key, "" included, hashes to a partition (old clients look up "").
-            code = service.core.coordinator_error(key)
+            core = service.core if key_type == KEY_TYPE_GROUP else broker.txn_coordinator.core
+            code = core.coordinator_error(key)
             if code == E.NONE:
                 entry.update(node_id=me["node_id"], host=me["host"], port=me["port"])
             else:
@@ -282,8 +282,11 @@ def _fetch_group(
     by_id: bool,
     member_id: str | None,
     member_epoch: int,
+    require_stable: bool = False,
 ) -> tuple[int, list[dict[str, Any]]]:
     image = broker.image
+    # KIP-447: an offset a transaction has committed but not completed is unstable.
+    pending = service.core.txn_offsets if require_stable else None
     wanted: list[tuple[str, list[int]]] | None = None
     ids: dict[str, Any] = {}
     if topics is not None:
@@ -314,7 +317,9 @@ def _fetch_group(
                 "committed_offset": v.offset if v else -1,
                 "committed_leader_epoch": v.leader_epoch if v else -1,
                 "metadata": v.metadata if v else "",
-                "error_code": CE.UNKNOWN_TOPIC_ID if by_id and name.startswith("\0") else E.NONE,
+                "error_code": CE.UNKNOWN_TOPIC_ID if by_id and name.startswith("\0")
+                else E.UNSTABLE_OFFSET_COMMIT if pending and pending.is_pending(group_id, (name, p))
+                else E.NONE,
             }
             for p, v in parts
         ]
@@ -338,10 +343,12 @@ async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> 
                 by_id,
                 getattr(g, "member_id", None),
                 getattr(g, "member_epoch", -1),
+                getattr(req, "require_stable", False),
             )
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"groups": groups}
-    code, topics = _fetch_group(broker, service, req.group_id, req.topics, False, None, -1)
+    code, topics = _fetch_group(broker, service, req.group_id, req.topics, False, None, -1,
+                                getattr(req, "require_stable", False))
     if ctx.api_version < 2 and code != E.NONE:
         # v0-1 have no top-level error: it goes on every requested partition.
         topics = [

@@ -15,6 +15,7 @@ from ...protocol.entities import ms
 from ...protocol.records import InvalidRecords, validate_produce_records
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
+from ..producer_checks import check_producer_batch
 from . import errors as E
 
 if TYPE_CHECKING:
@@ -125,6 +126,18 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
                     )
                 )
                 continue
+            if headers[0].producer_id >= 0:
+                # Idempotence, fencing and KIP-890 verification (broker/producer_checks.py).
+                verdict = check_producer_batch(
+                    broker, plog, headers[0], req.transactional_id, name, index
+                )
+                if verdict is not None:
+                    parts.append(_partition_error(index, *verdict.error) if verdict.error else {
+                        **_partition_error(index, 0),
+                        "base_offset": verdict.first_offset,
+                        "log_start_offset": plog.log_start_offset,
+                    })
+                    continue
             try:
                 info = plog.append_as_leader(buf, headers, part.leader_epoch)
             except OSError as e:

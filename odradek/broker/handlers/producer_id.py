@@ -1,10 +1,10 @@
-"""InitProducerId for idempotent producers.
+"""InitProducerId.
 
 Producer ids come from blocks recorded in the metadata log, so they stay unique
 across restarts. A producer that sends its current id and epoch (KIP-360)
-gets the epoch bumped; at the epoch's limit it gets a new id. Transactional ids
-need the transaction coordinator, which is not built yet: they are answered
-with COORDINATOR_NOT_AVAILABLE.
+gets the epoch bumped; at the epoch's limit it gets a new id. A transactional
+id goes to the transaction coordinator (handlers/txn.py), which keeps the id's
+producer id and bumps its epoch.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol import api
 from ..context import RequestContext
 from . import errors as E
+from .txn import init_transactional_producer_id
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -25,7 +26,7 @@ async def handle_init_producer_id(
     broker: "Broker", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     if req.transactional_id is not None:
-        return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "producer_id": -1, "producer_epoch": -1}
+        return await init_transactional_producer_id(broker, req)
     # Without a transactional id the transaction timeout means nothing (clients
     # send -1 or their default); Kafka ignores it too.
     producer_id = getattr(req, "producer_id", -1)

@@ -1,0 +1,303 @@
+"""Transaction APIs: AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn,
+WriteTxnMarkers, DescribeProducers, DescribeTransactions, ListTransactions, and
+InitProducerId for transactional ids.
+
+Thin translations to the transaction coordinator (coordinator/transaction*.py),
+the group coordinator (TxnOffsetCommit) and the partition logs' producer state
+(DescribeProducers, WriteTxnMarkers).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import TYPE_CHECKING, Any
+
+from ...coordinator.core import OFFSETS_TOPIC
+from ...coordinator.records import OffsetValue, offset_key, offset_value
+from ...coordinator.transaction import TxnOut
+from ...coordinator.transaction_service import TransactionCoordinatorService
+from ...coordinator.txn_markers import advance_high_watermark, write_marker
+from ...protocol import api
+from ...protocol import records as batches
+from ...protocol.entities import ms
+from ..context import Handler, RequestContext
+from . import errors as E
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+
+def _service(broker: Broker) -> TransactionCoordinatorService:
+    service: TransactionCoordinatorService | None = getattr(broker, "txn_coordinator", None)
+    assert service is not None, "the broker wires the transaction coordinator in start()"
+    return service
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+async def init_transactional_producer_id(broker: Broker, req: Any) -> dict[str, Any]:
+    service = _service(broker)
+    code, pid, epoch = await service.init_producer_id(
+        req.transactional_id, ms(req.transaction_timeout),
+        getattr(req, "producer_id", -1), getattr(req, "producer_epoch", -1))
+    return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}
+
+
+# -- AddPartitionsToTxn -------------------------------------------------------------------
+
+
+def _add_partitions(broker: Broker, tid: str, pid: int, epoch: int, topics: Any,
+                    verify_only: bool) -> list[dict[str, Any]]:
+    service = _service(broker)
+    wanted = [(t.name, p) for t in topics for p in t.partitions]
+    errors: dict[tuple[str, int], int] = {}
+    for tp in wanted:
+        if broker.replica_manager.get(*tp) is None:
+            errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+    if verify_only:
+        for tp in wanted:
+            if tp not in errors:
+                errors[tp] = service.core.verify_partition(tid, pid, epoch, tp)
+    elif errors:
+        for tp in wanted:
+            errors.setdefault(tp, E.OPERATION_NOT_ATTEMPTED)
+    else:
+        out = TxnOut()
+        code = service.core.add_partitions(tid, pid, epoch, wanted, _now(), out)
+        if code == E.NONE and not service.apply(out):
+            code = E.COORDINATOR_NOT_AVAILABLE
+        errors = {tp: code for tp in wanted}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, p), code in errors.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": p, "partition_error_code": code})
+    return [{"name": t, "results_by_partition": parts} for t, parts in by_topic.items()]
+
+
+async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any
+                                       ) -> dict[str, Any]:
+    await _service(broker).ensure_topic()
+    if ctx.api_version <= 3:
+        results = _add_partitions(
+            broker, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)
+        return {"results_by_topic_v3_and_below": results}
+    return {
+        "error_code": E.NONE,
+        "results_by_transaction": [
+            {"transactional_id": t.transactional_id,
+             "topic_results": _add_partitions(broker, t.transactional_id, t.producer_id,
+                                              t.producer_epoch, t.topics, t.verify_only)}
+            for t in req.transactions
+        ],
+    }
+
+
+# -- AddOffsetsToTxn / TxnOffsetCommit -------------------------------------------------------
+
+
+async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any
+                                    ) -> dict[str, Any]:
+    service = _service(broker)
+    groups = broker.group_coordinator
+    if await groups.ensure_offsets_topic() != E.NONE:
+        return {"error_code": E.COORDINATOR_NOT_AVAILABLE}
+    tp = (OFFSETS_TOPIC, groups.core.partition_for(req.group_id))
+    out = TxnOut()
+    code = service.core.add_partitions(req.transactional_id, req.producer_id,
+                                       req.producer_epoch, [tp], _now(), out)
+    if code == E.NONE and not service.apply(out):
+        code = E.COORDINATOR_NOT_AVAILABLE
+    return {"error_code": code}
+
+
+async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
+                                   ) -> dict[str, Any]:
+    groups = broker.group_coordinator
+    await groups.ensure_offsets_topic()
+    core = groups.core
+    now = _now()
+    code = core.check(req.group_id)
+    generation = getattr(req, "generation_id", -1)
+    if code == E.NONE and generation >= 0:
+        code = core._validate_commit(req.group_id, getattr(req, "member_id", ""),
+                                     getattr(req, "group_instance_id", None), generation, 9, now)
+    if code == E.NONE:
+        # The producer must have added the group's partition (AddOffsetsToTxn).
+        code = _service(broker).core.verify_partition(
+            req.transactional_id, req.producer_id, req.producer_epoch,
+            (OFFSETS_TOPIC, core.partition_for(req.group_id)))
+        if code == E.INVALID_TXN_STATE:
+            code = E.INVALID_TXN_STATE
+    results = []
+    records: list[batches.Record] = []
+    pending: list[tuple[tuple[str, int], OffsetValue]] = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            pcode = code
+            metadata = p.committed_metadata or ""
+            if pcode == E.NONE and len(metadata.encode()) > core.config.offset_metadata_max_bytes:
+                pcode = 12  # OFFSET_METADATA_TOO_LARGE
+            if pcode == E.NONE:
+                value = OffsetValue(p.committed_offset,
+                                    getattr(p, "committed_leader_epoch", -1), metadata, now)
+                pending.append(((t.name, p.partition_index), value))
+                records.append(batches.Record(
+                    offset=-1, timestamp=now,
+                    key=offset_key(req.group_id, t.name, p.partition_index),
+                    value=offset_value(value)))
+            parts.append({"partition_index": p.partition_index, "error_code": pcode})
+        results.append({"name": t.name, "partitions": parts})
+    if records and not _append_txn_offsets(broker, core.partition_for(req.group_id),
+                                           req.producer_id, req.producer_epoch, records):
+        for r in results:
+            for p in r["partitions"]:
+                p["error_code"] = E.COORDINATOR_NOT_AVAILABLE
+        return {"topics": results}
+    for tp, value in pending:
+        core.txn_offsets.add(req.producer_id, req.group_id, tp, value)
+    return {"topics": results}
+
+
+def _append_txn_offsets(broker: Broker, partition: int, pid: int, epoch: int,
+                        records: list[batches.Record]) -> bool:
+    part = broker.replica_manager.get(OFFSETS_TOPIC, partition)
+    if part is None:
+        return False
+    batch = bytearray(batches.build_batch(
+        records, producer_id=pid, producer_epoch=epoch, base_sequence=0, is_transactional=True))
+    headers = list(batches.iter_batch_headers(batch))
+    try:
+        part.log.append_as_leader(batch, headers, part.leader_epoch)
+    except OSError:
+        return False
+    advance_high_watermark(broker, part)
+    return True
+
+
+# -- EndTxn / WriteTxnMarkers ----------------------------------------------------------------
+
+
+async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    service = _service(broker)
+    out = TxnOut()
+    code = service.core.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
+                                req.committed, _now(), out)
+    if code == E.NONE and not service.apply(out):
+        code = E.COORDINATOR_NOT_AVAILABLE
+    return {"error_code": code}
+
+
+async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
+                                   ) -> dict[str, Any]:
+    markers = []
+    for m in req.markers:
+        topics = []
+        for t in m.topics:
+            parts = [
+                {"partition_index": p,
+                 "error_code": write_marker(broker, t.name, p, m.producer_id, m.producer_epoch,
+                                            m.transaction_result, m.coordinator_epoch)}
+                for p in t.partition_indexes
+            ]
+            topics.append({"name": t.name, "partitions": parts})
+        markers.append({"producer_id": m.producer_id, "topics": topics})
+    return {"markers": markers}
+
+
+# -- admin ----------------------------------------------------------------------------------
+
+
+async def handle_describe_producers(broker: Broker, ctx: RequestContext, req: Any
+                                    ) -> dict[str, Any]:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partition_indexes:
+            part = broker.replica_manager.get(t.name, p)
+            entry: dict[str, Any] = {"partition_index": p, "error_code": E.NONE,
+                                     "error_message": None, "active_producers": []}
+            if part is None:
+                entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.leader != broker.node_id:
+                entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
+            else:
+                entry["active_producers"] = [
+                    {"producer_id": e.producer_id, "producer_epoch": e.epoch,
+                     "last_sequence": e.last_seq, "last_timestamp": e.last_timestamp,
+                     "coordinator_epoch": e.coordinator_epoch,
+                     "current_txn_start_offset": e.current_txn_first_offset}
+                    for e in part.log.producer_state.producers.values()
+                ]
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"topics": topics}
+
+
+async def handle_describe_transactions(broker: Broker, ctx: RequestContext, req: Any
+                                       ) -> dict[str, Any]:
+    core = _service(broker).core
+    states = []
+    for tid in req.transactional_ids:
+        code, txn = core.describe(tid)
+        entry: dict[str, Any] = {"error_code": code, "transactional_id": tid,
+                                 "transaction_state": "", "transaction_timeout": 0,
+                                 "transaction_start_time": 0, "producer_id": -1,
+                                 "producer_epoch": -1, "topics": []}
+        if txn is not None:
+            by_topic: dict[str, list[int]] = {}
+            for topic, p in sorted(txn.partitions):
+                by_topic.setdefault(topic, []).append(p)
+            entry.update(
+                transaction_state=txn.state.kafka_name, transaction_timeout=txn.timeout_ms,
+                transaction_start_time=txn.start_ms, producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch,
+                topics=[{"topic": t, "partitions": ps} for t, ps in by_topic.items()])
+        states.append(entry)
+    return {"transaction_states": states}
+
+
+KNOWN_STATES = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit",
+                "CompleteAbort", "PrepareEpochFence", "Dead"}
+
+
+async def handle_list_transactions(broker: Broker, ctx: RequestContext, req: Any
+                                   ) -> dict[str, Any]:
+    core = _service(broker).core
+    filters = set(req.state_filters)
+    unknown = sorted(filters - KNOWN_STATES)
+    pattern = getattr(req, "transactional_id_pattern", None)
+    try:
+        txns = core.list(filters & KNOWN_STATES if filters else set(),
+                         set(req.producer_id_filters), getattr(req, "duration_filter", -1),
+                         pattern, _now())
+    except re.error:  # a pattern that is not a regular expression
+        return {"error_code": E.INVALID_REQUEST, "unknown_state_filters": unknown,
+                "transaction_states": []}
+    if filters and not filters & KNOWN_STATES:
+        txns = []
+    return {
+        "error_code": E.NONE,
+        "unknown_state_filters": unknown,
+        "transaction_states": [
+            {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+             "transaction_state": t.state.kafka_name}
+            for t in txns
+        ],
+    }
+
+
+HANDLERS: dict[int, Handler] = {
+    api.ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    api.ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    api.ApiKey.END_TXN: handle_end_txn,
+    api.ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    api.ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
+    api.ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
+    api.ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    api.ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+}

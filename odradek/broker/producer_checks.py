@@ -1,0 +1,59 @@
+"""Checks on a produce batch that carries a producer id, before it is appended.
+
+* The partition's producer state (storage/producer_state.py): a duplicate is
+  answered with its original offsets, an old epoch, a sequence gap or a
+  non-transactional write inside an open transaction is an error.
+* KIP-890 part 1: a transactional batch must go to a partition the producer
+  added to its transaction with AddPartitionsToTxn. The coordinator of the
+  transactional id is asked directly when it lives on this broker (the only
+  case with one node); a partition not in the ongoing transaction of that
+  producer id and epoch gets INVALID_TXN_STATE.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..protocol.records import BatchHeader
+from ..storage.log import PartitionLog
+from ..storage.producer_state import Duplicate, ProducerStateError
+from .handlers import errors as E
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    error: tuple[int, str | None] | None = None
+    first_offset: int = -1  # for a duplicate
+
+
+def check_producer_batch(
+    broker: Broker,
+    plog: PartitionLog,
+    header: BatchHeader,
+    transactional_id: str | None,
+    topic: str,
+    partition: int,
+) -> Verdict | None:
+    try:
+        found = plog.producer_state.check(header)
+    except ProducerStateError as e:
+        return Verdict((e.error_code, e.message))
+    if isinstance(found, Duplicate):
+        return Verdict(None, found.first_offset)
+    if header.is_transactional and transactional_id is not None:
+        coordinator = getattr(broker, "txn_coordinator", None)
+        if coordinator is not None:
+            code = coordinator.verify_partition(
+                transactional_id, header.producer_id, header.producer_epoch, topic, partition
+            )
+            if code == E.INVALID_TXN_STATE:
+                why = (f"Partition {topic}-{partition} is not in the ongoing transaction "
+                       f"of {transactional_id!r}")
+                return Verdict((code, why))
+            if code != E.NONE:
+                return Verdict((code, None))
+    return None

@@ -1,0 +1,312 @@
+"""The asyncio shell of the transaction coordinator (core: transaction.py).
+
+Like the group coordinator's shell it owns no transaction logic: it creates
+`__transaction_state` on first need (compacted, through the controller),
+loads the partitions this broker leads by replaying their logs, appends the
+records the core returns, and runs marker jobs: COMMIT/ABORT control batches
+appended to every partition of the transaction (txn_markers.py), then the
+Complete record. Jobs run inline, before the request that caused them is
+answered, so EndTxn returns once the outcome is visible on every partition.
+
+A timer aborts transactions older than their timeout every
+`transaction.abort.timed.out.transaction.cleanup.interval.ms`, removes
+transactional ids idle for `transactional.id.expiration.ms` every
+`transaction.remove.expired.transaction.cleanup.interval.ms`, and expires
+idempotent producer state idle for `producer.id.expiration.ms` every
+`producer.id.expiration.check.interval.ms`.
+
+Test-only fault injection: with the environment variable
+``ODRADEK_TEST_CRASH_AFTER_PREPARE=1`` the broker process kills itself with
+SIGKILL right after a PrepareCommit record is appended and before any marker
+is written (tests/integration/test_txn_recovery.py restarts it and checks the
+commit completes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from ..metadata.controller import NewTopic
+from ..metadata.image import MetadataImage
+from ..protocol import records as batches
+from . import errors as E
+from .transaction import (
+    CONCURRENT_TRANSACTIONS,
+    TRANSACTION_STATE_TOPIC,
+    MarkerJob,
+    TransactionCoordinator,
+    TxnConfig,
+    TxnOut,
+)
+from .transaction_log import CorruptTxnRecord, TxnLogValue, decode_key, decode_value
+from .txn_markers import advance_high_watermark, write_marker
+
+if TYPE_CHECKING:
+    from ..broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+CRASH_AFTER_PREPARE_ENV = "ODRADEK_TEST_CRASH_AFTER_PREPARE"
+TICK_MS = 100
+READ_CHUNK_BYTES = 4 * 1024 * 1024
+MAX_INIT_ATTEMPTS = 3  # InitProducerId: fence-and-abort, then bump
+
+
+def txn_config(broker: Broker) -> TxnConfig:
+    c = broker.config
+    return TxnConfig(
+        num_partitions=c.get("transaction.state.log.num.partitions"),
+        max_timeout_ms=c.get("transaction.max.timeout.ms"),
+        transactional_id_expiration_ms=c.get("transactional.id.expiration.ms"),
+    )
+
+
+class TransactionCoordinatorService:
+    def __init__(self, broker: Broker, clock_ms: Callable[[], int] | None = None) -> None:
+        self.broker = broker
+        self.core = TransactionCoordinator(txn_config(broker))
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self._task: asyncio.Task[None] | None = None
+        self._create_lock = asyncio.Lock()
+        c = broker.config
+        self.abort_interval_ms: int = c.get(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms")
+        self.expire_interval_ms: int = c.get(
+            "transaction.remove.expired.transaction.cleanup.interval.ms")
+        self.producer_expiration_ms: int = c.get("producer.id.expiration.ms")
+        self.producer_check_ms: int = c.get("producer.id.expiration.check.interval.ms")
+        self.crash_after_prepare = os.environ.get(CRASH_AFTER_PREPARE_ENV) == "1"
+
+    # -- lifecycle ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self.on_metadata(MetadataImage(), self.broker.image, [])
+        self.broker.quorum.listeners.append(self.on_metadata)
+        self._task = asyncio.get_running_loop().create_task(self._timer())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    async def _timer(self) -> None:
+        last_abort = last_expire = last_producers = self.clock_ms()
+        while True:
+            await asyncio.sleep(TICK_MS / 1000)
+            try:
+                now = self.clock_ms()
+                out = TxnOut()
+                if now - last_abort >= self.abort_interval_ms:
+                    last_abort = now
+                    # Jobs whose markers could not all be written are retried.
+                    out.jobs.extend(self.core.unfinished_jobs())
+                    aborted = self.core.abort_timed_out(now, self._new_producer_id, out)
+                    for tid in aborted:
+                        log.info("aborting transaction of %r: older than its timeout", tid)
+                if now - last_expire >= self.expire_interval_ms:
+                    last_expire = now
+                    self.core.expire_transactional_ids(now, out)
+                self.apply(out)
+                if now - last_producers >= self.producer_check_ms:
+                    last_producers = now
+                    self._expire_producers(now)
+            except Exception:  # the timer must survive a bug in one tick
+                log.exception("transaction coordinator tick failed")
+
+    def _expire_producers(self, now: int) -> None:
+        for part in list(self.broker.replica_manager.partitions.values()):
+            part.log.producer_state.expire(now, self.producer_expiration_ms)
+
+    def _new_producer_id(self) -> int:
+        return self.broker.next_producer_id()
+
+    # -- metadata and loading ------------------------------------------------------------------
+    def on_metadata(self, old: MetadataImage, new: MetadataImage, records: Any) -> None:
+        topic = new.topics_by_name.get(TRANSACTION_STATE_TOPIC)
+        led = set()
+        if topic is not None:
+            led = {p for p, part in topic.partitions.items() if part.leader == self.broker.node_id}
+        for p in sorted(self.core.loaded - led):
+            self.core.unload(p)
+        out = TxnOut()
+        for p in sorted(led - self.core.loaded):
+            self._load(p, out)
+        if out.records or out.jobs:
+            # Loading found transactions between the two phases: finish them.
+            asyncio.get_running_loop().call_soon(self.apply, out)
+
+    def _load(self, partition: int, out: TxnOut) -> None:
+        part = self.broker.replica_manager.get(TRANSACTION_STATE_TOPIC, partition)
+        if part is None:
+            return
+        plog = part.log
+        end = plog.log_end_offset
+
+        def replay() -> Any:
+            offset = plog.log_start_offset
+            while offset < end:
+                data = plog.read(offset, READ_CHUNK_BYTES, end, True).records
+                if not data:
+                    break
+                for header in batches.iter_batch_headers(data):
+                    if header.next_offset <= offset:
+                        continue
+                    if not header.is_control:
+                        for r in batches.decode_batch_records(data, header):
+                            if r.offset < offset or r.key is None:
+                                continue
+                            try:
+                                tid = decode_key(r.key)
+                                if tid is None:
+                                    continue
+                                value: TxnLogValue | None = (
+                                    None if r.value is None else decode_value(r.value))
+                            except (CorruptTxnRecord, UnicodeDecodeError) as e:
+                                log.warning("%s-%d: skipping a record: %s",
+                                            TRANSACTION_STATE_TOPIC, partition, e)
+                                continue
+                            yield tid, value
+                    offset = header.next_offset
+
+        count = self.core.load(partition, replay(), out)
+        if count:
+            log.info("loaded %s-%d: %d records, %d transactions to complete",
+                     TRANSACTION_STATE_TOPIC, partition, count, len(out.jobs))
+
+    async def ensure_topic(self) -> int:
+        if TRANSACTION_STATE_TOPIC in self.broker.image.topics_by_name:
+            return E.NONE
+        async with self._create_lock:
+            if TRANSACTION_STATE_TOPIC in self.broker.image.topics_by_name:
+                return E.NONE
+            c = self.broker.config
+            live = sum(1 for b in self.broker.image.brokers.values() if not b.fenced)
+            rf = max(1, min(c.get("transaction.state.log.replication.factor"), live))
+            topic = NewTopic(
+                name=TRANSACTION_STATE_TOPIC,
+                num_partitions=c.get("transaction.state.log.num.partitions"),
+                replication_factor=rf,
+                assignments={},
+                configs={
+                    "cleanup.policy": "compact",
+                    "compression.type": "uncompressed",
+                    "min.insync.replicas": str(min(rf, c.get("transaction.state.log.min.isr"))),
+                    "segment.bytes": str(c.get("transaction.state.log.segment.bytes")),
+                },
+            )
+            from ..broker.handlers.admin import create_topics
+
+            results = await create_topics(self.broker, [topic], False)
+            result = results[TRANSACTION_STATE_TOPIC]
+            if result.error_code not in (0, 36):
+                log.error("cannot create %s: %s", TRANSACTION_STATE_TOPIC, result.error_message)
+                return E.COORDINATOR_NOT_AVAILABLE
+            log.info("created %s with %d partitions, replication factor %d",
+                     TRANSACTION_STATE_TOPIC, topic.num_partitions, rf)
+        return E.NONE
+
+    # -- effects ------------------------------------------------------------------------------
+    def apply(self, out: TxnOut) -> bool:
+        """Append the records, then run the marker jobs (each ends with its
+        Complete record). False if an append failed."""
+        ok = self._write(out.records)
+        out.records = []
+        jobs, out.jobs = out.jobs, []
+        for job in jobs:
+            if self.crash_after_prepare and job.commit:
+                log.warning("%s=1: killing the broker after PrepareCommit of %r",
+                            CRASH_AFTER_PREPARE_ENV, job.transactional_id)
+                os.kill(os.getpid(), signal.SIGKILL)
+            ok = self._run_job(job) and ok
+        return ok
+
+    def _run_job(self, job: MarkerJob) -> bool:
+        coordinator_epoch = self._coordinator_epoch(job.transactional_id)
+        failed = []
+        for topic, partition in job.partitions:
+            code = write_marker(self.broker, topic, partition, job.producer_id,
+                                job.producer_epoch, job.commit, coordinator_epoch)
+            if code not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                failed.append((topic, partition, code))
+        if failed:
+            # Kafka retries until the markers are written; the job stays in
+            # Prepare* and is retried at the next load. Log loudly.
+            log.error("transaction %r: markers not written to %s", job.transactional_id, failed)
+            return False
+        out = TxnOut()
+        self.core.complete(job, self.clock_ms(), out)
+        return self._write(out.records)
+
+    def _coordinator_epoch(self, transactional_id: str) -> int:
+        part = self.broker.replica_manager.get(
+            TRANSACTION_STATE_TOPIC, self.core.partition_for(transactional_id))
+        return part.leader_epoch if part is not None else 0
+
+    def _write(self, records: list[tuple[int, bytes, bytes | None]]) -> bool:
+        if not records:
+            return True
+        rm = self.broker.replica_manager
+        now = self.clock_ms()
+        by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        for p, key, value in records:
+            by_partition.setdefault(p, []).append((key, value))
+        ok = True
+        for p, entries in by_partition.items():
+            part = rm.get(TRANSACTION_STATE_TOPIC, p)
+            if part is None:
+                log.error("%s-%d is not hosted here; %d records dropped",
+                          TRANSACTION_STATE_TOPIC, p, len(entries))
+                ok = False
+                continue
+            batch = bytearray(batches.build_batch(
+                [batches.Record(offset=-1, timestamp=now, key=k, value=v) for k, v in entries]))
+            headers = list(batches.iter_batch_headers(batch))
+            try:
+                part.log.append_as_leader(batch, headers, part.leader_epoch)
+            except OSError as e:
+                log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, p, e)
+                ok = False
+                continue
+            advance_high_watermark(self.broker, part)
+        return ok
+
+    # -- requests (called by broker/handlers/txn.py) ----------------------------------------
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
+                               producer_epoch: int) -> tuple[int, int, int]:
+        code = await self.ensure_topic()
+        if code != E.NONE:
+            return code, -1, -1
+        ensure_ids = getattr(self.broker, "ensure_producer_ids", None)
+        if ensure_ids is not None:  # a broker-only node takes id blocks from the controller
+            try:
+                await ensure_ids()
+            except Exception:  # noqa: BLE001 - no block yet: the client retries
+                return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+        result = (E.COORDINATOR_NOT_AVAILABLE, -1, -1)
+        for _ in range(MAX_INIT_ATTEMPTS):
+            out = TxnOut()
+            async with self.broker.metadata_lock:
+                result = self.core.init_producer_id(
+                    transactional_id, timeout_ms, producer_id, producer_epoch,
+                    self.clock_ms(), self._new_producer_id, out)
+            fenced = bool(out.jobs)
+            if not self.apply(out):
+                return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+            if result[0] != CONCURRENT_TRANSACTIONS or not fenced:
+                break
+            # The open transaction was fenced and aborted: now bump the epoch.
+            producer_id = producer_epoch = -1
+        return result
+
+    def verify_partition(self, transactional_id: str, producer_id: int, epoch: int,
+                         topic: str, partition: int) -> int:
+        return self.core.verify_partition(transactional_id, producer_id, epoch,
+                                          (topic, partition))
