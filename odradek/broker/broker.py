@@ -32,6 +32,7 @@ from ..protocol.framing import (
     parse_request_header,
 )
 from ..protocol.guard import check_flexible_request
+from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
@@ -111,6 +112,7 @@ class Broker:
         )
         self._servers: list[asyncio.base_events.Server] = []
         self.log_tasks: LogTasks | None = None
+        self.log_cleaner: LogCleaner | None = None
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
         self.metadata_lock = asyncio.Lock()
         self.metrics = BrokerMetrics(self)
@@ -172,6 +174,10 @@ class Broker:
         self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
+        self.log_cleaner = LogCleaner(
+            CleanerConfig.from_broker_config(self.config), self.log_manager
+        )
+        self.log_cleaner.start()
         for listener in self.config.listeners:
             server = await loop.create_server(
                 functools.partial(KafkaConnection, self, listener.name),
@@ -238,6 +244,8 @@ class Broker:
                 await asyncio.wait_for(server.wait_closed(), 2)
             except asyncio.TimeoutError:
                 pass
+        if self.log_cleaner is not None:
+            await self.log_cleaner.stop()
         if self.log_tasks is not None:
             await self.log_tasks.stop()
         if self.log_manager.flusher is not None:

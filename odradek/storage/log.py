@@ -41,6 +41,7 @@ Invariant: ``log_start_offset <= high_watermark <= log_end_offset``.
 from __future__ import annotations
 
 import base64
+import logging
 import os
 import shutil
 import time
@@ -57,6 +58,7 @@ from odradek.protocol.records import (
     assign_offsets,
 )
 from odradek.storage import producer_log
+from odradek.storage.cleaner.swap import complete_interrupted_swaps
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
 from odradek.storage.producer_state import ProducerStateManager
@@ -70,6 +72,7 @@ from odradek.storage.segment import (
 )
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 
+_log = logging.getLogger(__name__)
 PARTITION_METADATA_FILE = "partition.metadata"
 LONG_MAX = 2**63 - 1
 NO_TIMESTAMP = -1
@@ -250,6 +253,8 @@ class PartitionLog:
         if stored_id is None and topic_id is not None:
             write_partition_metadata(dir, topic_id)
         now_ms = clock_ms()
+        for action in complete_interrupted_swaps(dir):
+            _log.info("%s: %s", dir, action)
         bases = _segment_bases(dir)
         epoch_cache = LeaderEpochFileCache.load(dir)
         recover_from = _first_segment_to_recover(dir, bases, recovery_point, had_clean_shutdown)
@@ -450,7 +455,7 @@ class PartitionLog:
             or (
                 non_empty
                 and segment.time_waited_for_roll_ms(now_ms, max_timestamp_in_messages)
-                > config.segment_ms - segment.roll_jitter_ms
+                > _max_segment_ms(config) - segment.roll_jitter_ms
             )
             or segment.indexes_full()
             or not segment.can_hold_offset(last_offset_in_messages)
@@ -629,6 +634,16 @@ class PartitionLog:
         if best is None:
             return -1, NO_TIMESTAMP
         return best.max_timestamp_record()
+
+    def replace_segments(self, old: list[LogSegment], new: LogSegment) -> None:
+        """Put ``new``, the log cleaner's copy of the contiguous closed segments
+        ``old``, in their place (storage/cleaner/swap.py moved the files)."""
+        i = next(i for i, s in enumerate(self._segments) if s is old[0])
+        assert all(a is b for a, b in zip(self._segments[i : i + len(old)], old))
+        assert i + len(old) < len(self._segments), "the active segment is never replaced"
+        assert new.base_offset == old[0].base_offset
+        self._segments[i : i + len(old)] = [new]
+        self._bases[i : i + len(old)] = [new.base_offset]
 
     # -- truncation and deletion ------------------------------------------------------------------------
     def truncate_to(self, offset: int) -> bool:
@@ -824,6 +839,14 @@ def _first_segment_to_recover(
     while i > 0 and (dir / segment_file_name(bases[i], LOG_SUFFIX)).stat().st_size == 0:
         i -= 1
     return i
+
+
+def _max_segment_ms(config: LogConfig) -> int:
+    """Kafka's ``maxSegmentMs``: a compacted log also rolls by
+    ``max.compaction.lag.ms``, since the cleaner never cleans the active segment."""
+    if "compact" in config.cleanup_policy.split(",") and config.max_compaction_lag_ms > 0:
+        return min(config.segment_ms, config.max_compaction_lag_ms)
+    return config.segment_ms
 
 
 def _epoch_learner(cache: LeaderEpochFileCache) -> Callable[[BatchHeader], None]:

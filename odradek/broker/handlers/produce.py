@@ -2,6 +2,8 @@
 
 No record is decoded here: the batch headers are checked (magic, lengths, CRC)
 and the bytes go to the log with base offset and leader epoch patched in place.
+The one exception is a topic whose cleanup.policy has ``compact``: its records
+are walked up to their keys, since a record without a key is refused there.
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from ...protocol import api
 from ...protocol.entities import ms
-from ...protocol.records import InvalidRecords, validate_produce_records
+from ...protocol.record_scan import keyless_record_indexes
+from ...protocol.records import BatchHeader, InvalidRecords, validate_produce_records
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
 from ..producer_checks import check_producer_batch
@@ -61,6 +64,37 @@ def _timestamp_problem(headers: Any, config: Any) -> str | None:
                 f"message.timestamp.after.max.ms={after_ms} after the broker's time {now_ms}"
             )
     return None
+
+
+# Record errors listed in one answer (Kafka lists them all; the count is exact).
+MAX_RECORD_ERRORS = 100
+
+
+def _keyless_record_error(
+    buf: bytearray, header: BatchHeader, topic: str, index: int
+) -> dict[str, Any] | None:
+    """Kafka's ``LogValidator.validateKey``: a compacted topic needs a key on every
+    record. This decodes the records (up to each key) - per-record work on the
+    produce path, done only for topics whose cleanup.policy has ``compact``."""
+    try:
+        keyless = keyless_record_indexes(buf, header, header.records_count)
+    except InvalidRecords as e:
+        return _partition_error(index, e.error_code, e.message)
+    if not keyless:
+        return None
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"
+    shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
+    answer = _partition_error(
+        index,
+        E.INVALID_RECORD,
+        f"One or more records have been rejected due to {len(keyless)} record errors in "
+        f"total, and only showing the first three errors at most: [{shown}]",
+    )
+    answer["record_errors"] = [
+        {"batch_index": i, "batch_index_error_message": why}
+        for i in keyless[:MAX_RECORD_ERRORS]
+    ]
+    return answer
 
 
 async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any] | None:
@@ -116,6 +150,11 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
                     )
                 )
                 continue
+            if "compact" in plog.config.cleanup_policy.split(","):
+                keyless = _keyless_record_error(buf, headers[0], name, index)
+                if keyless is not None:
+                    parts.append(keyless)
+                    continue
             if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
                 parts.append(
                     _partition_error(

@@ -1,0 +1,182 @@
+"""Light per-record work on v2 record batches: keys, null values, raw record bytes.
+
+Theory of operation
+-------------------
+``decode_batch_records`` (protocol/records.py) builds a ``Record`` per record,
+headers included; the two users here need less and run per record:
+
+* the log cleaner (storage/cleaner/) decides per record from its offset, key
+  and whether the value is null, then copies the kept records' bytes as they
+  are (or with a new timestamp delta when the batch gets a delete horizon),
+  so ``scan_records`` returns positions into the (decompressed) records blob
+  rather than objects;
+* Produce to a compacted topic must reject a record without a key (Kafka's
+  ``LogValidator``), so ``keyless_record_indexes`` walks each record only up to
+  its key length. That is per-record Python work on the produce path, done only
+  for topics whose ``cleanup.policy`` contains ``compact``, as Kafka does.
+
+The record layout is in protocol/records.py. Malformed records raise
+``InvalidRecords(CORRUPT_MESSAGE)``; no read goes past the records blob.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from odradek.protocol.records import (
+    BATCH_OVERHEAD,
+    CORRUPT_MESSAGE,
+    DEFAULT_MAX_DECOMPRESSED_BYTES,
+    BatchHeader,
+    InvalidRecords,
+    decompress,
+)
+
+_MAX_VARINT_SHIFT = 63
+
+
+def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos`` -> (value, next position); IndexError past the end."""
+    b = buf[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    result = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > _MAX_VARINT_SHIFT:
+            raise InvalidRecords(CORRUPT_MESSAGE, "varint longer than 10 bytes in record")
+
+
+def write_varint(out: bytearray, value: int) -> None:
+    """Append ``value`` as a zigzag varint."""
+    v = (value << 1) ^ (value >> 63)
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def records_blob(
+    batch: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> tuple[bytes | memoryview, int, int]:
+    """(buffer, start, end) of the batch's records, decompressed if needed.
+    ``batch`` holds the batch at ``header.position``."""
+    view = memoryview(batch)
+    start = header.position + BATCH_OVERHEAD
+    end = header.position + header.size
+    if end > len(view):
+        raise InvalidRecords(CORRUPT_MESSAGE, "record batch is truncated")
+    if header.compression:
+        payload = decompress(view[start:end], header.compression, max_decompressed_bytes)
+        return payload, 0, len(payload)
+    return view, start, end
+
+
+@dataclass(slots=True)
+class ScannedRecords:
+    """The records of one batch as positions into ``buf`` (parallel lists).
+
+    Record i occupies ``buf[starts[i]:ends[i]]`` (length varint included); its
+    attributes byte is at ``body_starts[i]`` and its fields after the timestamp
+    delta start at ``after_timestamp[i]``."""
+
+    buf: bytes | memoryview
+    starts: list[int] = field(default_factory=list)
+    body_starts: list[int] = field(default_factory=list)
+    ends: list[int] = field(default_factory=list)
+    after_timestamp: list[int] = field(default_factory=list)
+    timestamp_deltas: list[int] = field(default_factory=list)
+    offset_deltas: list[int] = field(default_factory=list)
+    keys: list[bytes | None] = field(default_factory=list)
+    null_values: list[bool] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+
+def scan_records(
+    batch: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> ScannedRecords:
+    """Walk every record of the batch: offsets, keys, null values, byte ranges."""
+    buf, pos, stop = records_blob(batch, header, max_decompressed_bytes)
+    out = ScannedRecords(buf)
+    starts, body_starts, ends, after_ts = out.starts, out.body_starts, out.ends, out.after_timestamp
+    ts_deltas, offset_deltas = out.timestamp_deltas, out.offset_deltas
+    keys, null_values = out.keys, out.null_values
+    try:
+        for _ in range(header.records_count):
+            start = pos
+            length, pos = _varint(buf, pos)
+            end = pos + length
+            if length < 1 or end > stop:
+                raise InvalidRecords(CORRUPT_MESSAGE, "record length out of bounds")
+            body_start = pos
+            ts_delta, pos = _varint(buf, pos + 1)  # skip the attributes byte
+            after = pos
+            offset_delta, pos = _varint(buf, pos)
+            key_length, pos = _varint(buf, pos)
+            if key_length >= 0:
+                key_end = pos + key_length
+                if key_end > end:
+                    raise InvalidRecords(CORRUPT_MESSAGE, "record key runs past the record")
+                keys.append(bytes(buf[pos:key_end]))
+                pos = key_end
+            elif key_length == -1:
+                keys.append(None)
+            else:
+                raise InvalidRecords(CORRUPT_MESSAGE, f"invalid key length {key_length}")
+            value_length, pos = _varint(buf, pos)
+            if value_length < -1 or pos + max(value_length, 0) > end:
+                raise InvalidRecords(CORRUPT_MESSAGE, "record value runs past the record")
+            null_values.append(value_length == -1)
+            starts.append(start)
+            body_starts.append(body_start)
+            ends.append(end)
+            after_ts.append(after)
+            ts_deltas.append(ts_delta)
+            offset_deltas.append(offset_delta)
+            pos = end
+    except IndexError:
+        raise InvalidRecords(CORRUPT_MESSAGE, "record runs past the end of its batch") from None
+    if pos != stop:
+        raise InvalidRecords(CORRUPT_MESSAGE, "record batch has trailing bytes after its records")
+    return out
+
+
+def keyless_record_indexes(
+    batch: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    limit: int,
+    max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
+) -> list[int]:
+    """Indexes (in batch order) of the records that have no key, at most ``limit``."""
+    buf, pos, stop = records_blob(batch, header, max_decompressed_bytes)
+    found: list[int] = []
+    try:
+        for i in range(header.records_count):
+            length, pos = _varint(buf, pos)
+            end = pos + length
+            if length < 1 or end > stop:
+                raise InvalidRecords(CORRUPT_MESSAGE, "record length out of bounds")
+            _, pos = _varint(buf, pos + 1)  # timestamp delta
+            _, pos = _varint(buf, pos)  # offset delta
+            key_length, _ = _varint(buf, pos)
+            if key_length < 0:
+                found.append(i)
+                if len(found) >= limit:
+                    break
+            pos = end
+    except IndexError:
+        raise InvalidRecords(CORRUPT_MESSAGE, "record runs past the end of its batch") from None
+    return found

@@ -1,0 +1,100 @@
+"""The cleaner's worker processes: where ``clean_log`` runs.
+
+Why processes: cleaning decodes every record of the logs it reads, in
+Python. In a thread of the broker that work would hold the GIL in 5 ms slices
+against the event loop and multiply produce and fetch latency; in a process
+of its own it shares nothing with the broker but the files. The broker keeps
+one worker process per ``log.cleaner.threads`` (each cleaner loop has its
+own, so a cleaning's offset map stays in its process between the calls that
+clean its groups one by one), started with ``spawn`` (no inherited sockets,
+locks or threads).
+
+Workers run at a lower CPU priority (``WORKER_NICENESS``), so cleaning takes
+what the broker's request handling leaves. A worker never outlives the broker: it asks the kernel for SIGKILL when its
+parent dies (``PR_SET_PDEATHSIG``, Linux) and also checks its parent and the
+broker's stop event between batches, so it cannot write ``.cleaned`` files
+into a log dir a restarted broker already loaded.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+from typing import Any
+
+from odradek.storage.cleaner.cleaner import LogCleaning
+from odradek.storage.cleaner.offset_map import OffsetMap
+from odradek.storage.cleaner.task import CleanedGroup, CleanResult, CleanTask
+
+PR_SET_PDEATHSIG = 1
+# Cleaning is background work: on a busy machine the broker's own process
+# (requests) gets the CPU first.
+WORKER_NICENESS = 10
+_parent_pid: int | None = None
+_stop_event: Any = None
+# The offset map is allocated once per worker (like Kafka's per cleaner thread)
+# and cleared between cleanings.
+_offset_map: OffsetMap | None = None
+# The cleaning the broker is driving group by group (one at a time per worker:
+# each cleaner thread has a worker process of its own).
+_cleaning: LogCleaning | None = None
+
+
+def init_worker(parent_pid: int, stop_event: Any) -> None:
+    global _parent_pid, _stop_event
+    _parent_pid = parent_pid
+    _stop_event = stop_event
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        os.nice(WORKER_NICENESS)
+    except OSError:
+        pass
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: rely on should_stop()
+        pass
+    if os.getppid() != parent_pid:
+        os._exit(0)
+
+
+def should_stop() -> bool:
+    if _parent_pid is not None and os.getppid() != _parent_pid:
+        os._exit(0)  # the broker is gone: write nothing more
+    return _stop_event is not None and _stop_event.is_set()
+
+
+def _map_for(task: CleanTask) -> OffsetMap:
+    global _offset_map
+    if _offset_map is None or not _offset_map.fits(task.map_memory_bytes, task.map_load_factor):
+        _offset_map = None  # free the old one first
+        _offset_map = OffsetMap(task.map_memory_bytes, task.map_load_factor)
+    return _offset_map
+
+
+def begin(task: CleanTask) -> int:
+    """Start cleaning ``task``'s log (offset map built); returns the group count.
+    A cleaning left unfinished by the broker is dropped."""
+    global _cleaning
+    _cleaning = None
+    _cleaning = LogCleaning(task, should_stop, _map_for(task))
+    return len(_cleaning.groups)
+
+
+def clean_group(i: int) -> CleanedGroup:
+    assert _cleaning is not None, "no cleaning begun"
+    return _cleaning.clean_group(i)
+
+
+def finish() -> CleanResult:
+    global _cleaning
+    assert _cleaning is not None, "no cleaning begun"
+    cleaning, _cleaning = _cleaning, None
+    return cleaning.finish()
+
+
+def ready() -> int:
+    """A no-op that makes the pool start its process ahead of the first cleaning."""
+    return os.getpid()
