@@ -64,3 +64,27 @@ def end_offset(bootstrap: str, topic: str, partition: int, read_committed: bool)
         return int(c.end_offsets([tp])[tp])
     finally:
         c.close()
+
+
+def call(bootstrap: str, key: int, version: int, data: dict[str, Any]) -> Any:
+    """One request built with kio for exactly ``version``; the decoded response."""
+    import io
+    import struct
+
+    from kio.serial import entity_reader, entity_writer
+
+    from odradek.protocol import api, entities
+    from tests.integration.clients import Wire
+
+    req_cls = api.request_class(key, version)
+    body = io.BytesIO()
+    entity_writer(req_cls)(body, entities.build(req_cls, data))
+    with Wire(bootstrap) as w:
+        w.send_request(key, version, 11, body.getvalue(),
+                       header_version=api.request_header_version(key, version))
+        frame = w.read_frame()
+    assert frame is not None, "connection closed"
+    assert struct.unpack_from(">i", frame, 0)[0] == 11
+    pos = 4 + (1 if api.response_header_version(key, version) >= 1 else 0)
+    resp, _ = entity_reader(api.response_class(key, version))(frame, pos)
+    return resp

@@ -188,3 +188,18 @@ def test_truncation_rebuilds_producer_state_and_txnindex(tmp_path):
     assert plog.producer_state.producers[3].current_txn_first_offset == 0
     assert plog.collect_aborted_txns(0, 2) == []
     assert plog.last_stable_offset == 0
+
+
+def test_snapshot_bytes_follow_kafkas_producer_snapshot_v1(tmp_path):
+    from crc32c import crc32c
+
+    plog = _open(tmp_path)
+    _append(plog, _batch(9, 2, 0, 3, txn=True))  # offsets 0-2, seq 0-2, open txn at 0
+    path = plog.producer_state.take_snapshot(3)
+    data = path.read_bytes()
+    version, crc, count = struct.unpack_from(">hIi", data, 0)
+    assert (version, count) == (1, 1) and crc == crc32c(data[6:])
+    entry = struct.unpack_from(">qhiqiqiq", data, 10)
+    #        pid epoch lastSeq lastOffset offsetDelta timestamp coordEpoch txnFirstOffset
+    assert entry == (9, 2, 2, 2, 2, 1_700_000_000_000, -1, 0)
+    assert len(data) == 10 + 46
