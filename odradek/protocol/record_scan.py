@@ -108,35 +108,63 @@ def scan_records(
     header: BatchHeader,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> ScannedRecords:
-    """Walk every record of the batch: offsets, keys, null values, byte ranges."""
+    """Walk every record of the batch: offsets, keys, null values, byte ranges.
+
+    The hot loop of the cleaner: one-byte varints (most of them) are decoded
+    inline, and the records blob is scanned as ``bytes`` (faster to index than
+    a memoryview)."""
     buf, pos, stop = records_blob(batch, header, max_decompressed_bytes)
+    if not isinstance(buf, bytes):
+        buf, pos, stop = bytes(buf[pos:stop]), 0, stop - pos
     out = ScannedRecords(buf)
-    starts, body_starts, ends, after_ts = out.starts, out.body_starts, out.ends, out.after_timestamp
-    ts_deltas, offset_deltas = out.timestamp_deltas, out.offset_deltas
+    starts, body_starts, ends = out.starts, out.body_starts, out.ends
+    after_ts, ts_deltas, offset_deltas = out.after_timestamp, out.timestamp_deltas, out.offset_deltas
     keys, null_values = out.keys, out.null_values
+    varint = _varint
     try:
         for _ in range(header.records_count):
             start = pos
-            length, pos = _varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, pos = varint(buf, pos)
             end = pos + length
             if length < 1 or end > stop:
                 raise InvalidRecords(CORRUPT_MESSAGE, "record length out of bounds")
             body_start = pos
-            ts_delta, pos = _varint(buf, pos + 1)  # skip the attributes byte
+            pos += 1  # the attributes byte
+            b = buf[pos]
+            if b < 0x80:
+                ts_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                ts_delta, pos = varint(buf, pos)
             after = pos
-            offset_delta, pos = _varint(buf, pos)
-            key_length, pos = _varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                offset_delta, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                offset_delta, pos = varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                key_length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                key_length, pos = varint(buf, pos)
             if key_length >= 0:
                 key_end = pos + key_length
                 if key_end > end:
                     raise InvalidRecords(CORRUPT_MESSAGE, "record key runs past the record")
-                keys.append(bytes(buf[pos:key_end]))
+                keys.append(buf[pos:key_end])
                 pos = key_end
             elif key_length == -1:
                 keys.append(None)
             else:
                 raise InvalidRecords(CORRUPT_MESSAGE, f"invalid key length {key_length}")
-            value_length, pos = _varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                value_length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                value_length, pos = varint(buf, pos)
             if value_length < -1 or pos + max(value_length, 0) > end:
                 raise InvalidRecords(CORRUPT_MESSAGE, "record value runs past the record")
             null_values.append(value_length == -1)

@@ -1,5 +1,6 @@
-"""The cleaner on ``__consumer_offsets``: it is compacted, and a group's state
-replays correctly from the cleaned log after a restart."""
+"""The cleaner on internal topics and transactions: ``__consumer_offsets`` and
+``__transaction_state`` are compacted and replay correctly after a restart;
+aborted transactions leave a compacted topic."""
 
 from __future__ import annotations
 
@@ -11,7 +12,14 @@ from confluent_kafka import TopicPartition
 
 from odradek.protocol.records import decode_batch_records, iter_batch_headers
 from tests.integration.clients import ck_consumer, create_topic, wait_until
-from tests.integration.compaction_helpers import cleaned_lines, produce_updates
+from tests.integration.compaction_helpers import (
+    FILLER_KEY,
+    cleaned_lines,
+    consume_all,
+    produce_updates,
+    roll_with_filler,
+)
+from tests.integration.txn_helpers import TXN_BROKER, read_values, txn_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
@@ -72,3 +80,73 @@ def test_consumer_offsets_is_cleaned_and_groups_replay_from_the_cleaned_log(
     finally:
         reader.close()
     assert [(tp.partition, tp.offset) for tp in committed] == [(0, 11), (1, 3)]
+
+
+def _cleaned_up_to(broker, topic_partition: str) -> int:
+    lines = cleaned_lines(broker, topic_partition)
+    return int(re.search(r"dirty section \[\d+, (\d+)\)", lines[-1])[1]) if lines else 0
+
+
+def test_transaction_state_is_cleaned_and_transactions_go_on_after_a_restart(
+    broker_factory, topic_name
+):
+    broker = broker_factory({
+        **TXN_BROKER,
+        "log.cleaner.backoff.ms": 200,
+        "transaction.state.log.num.partitions": 1,
+        "transaction.state.log.segment.bytes": 3000,
+    })
+    create_topic(broker.bootstrap, topic_name, 1)
+    producer = txn_producer(broker.bootstrap, f"txn-{topic_name}")
+    transactions = 60
+    for i in range(transactions):
+        producer.begin_transaction()
+        producer.produce(topic_name, key=b"k", value=b"%d" % i)
+        producer.commit_transaction(30)
+    # Every transaction rewrote the id's state several times: one key, many records.
+    wait_until(lambda: _cleaned_up_to(broker, "__transaction_state-0") > 2 * transactions,
+               timeout=30, desc="the cleaner to clean __transaction_state-0")
+    broker.stop()
+    # Each transaction wrote about three state records for the one transactional
+    # id; what is left is one per id in the cleaned part plus the active segment.
+    left = _records_in(broker.data_dir / "__transaction_state-0")
+    assert left < transactions, f"{left} records left in __transaction_state-0"
+    broker.start()
+    again = txn_producer(broker.bootstrap, f"txn-{topic_name}")
+    again.begin_transaction()
+    again.produce(topic_name, key=b"k", value=b"after")
+    again.commit_transaction(30)
+    values = read_values(broker.bootstrap, topic_name, 1, "read_committed",
+                         expect=transactions + 1)
+    assert values[-1] == b"after" and len(values) == transactions + 1
+
+
+def test_the_cleaner_removes_aborted_transactions_from_a_compacted_topic(
+    broker_factory, topic_name
+):
+    broker = broker_factory({**TXN_BROKER, "log.cleaner.backoff.ms": 200})
+    create_topic(broker.bootstrap, topic_name, 1, {
+        "cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.01",
+        "segment.bytes": "2000", "segment.ms": "1000"})
+    producer = txn_producer(broker.bootstrap, f"txn-{topic_name}")
+    for i in range(40):
+        producer.begin_transaction()
+        producer.produce(topic_name, key=b"key-%d" % (i % 4), value=b"%d" % i)
+        producer.flush(30)  # on the broker before the abort (else librdkafka drops it)
+        if i % 2:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+    roll_with_filler(broker.bootstrap, topic_name, 1000)
+    # Read uncommitted: aborted records show until the cleaner removes them.
+    expected = {b"key-%d" % k: b"%d" % (36 + k) for k in (0, 2)}
+
+    def only_committed_left() -> bool:
+        values = {r.key: r.value for r in consume_all(broker.bootstrap, topic_name)
+                  if r.key != FILLER_KEY}
+        return values == expected
+
+    wait_until(only_committed_left, timeout=30, interval=0.5,
+               desc="aborted records removed by the cleaner")
+    lines = cleaned_lines(broker, f"{topic_name}-0")
+    assert any(re.search(r", [1-9]\d* aborted records", line) for line in lines), lines

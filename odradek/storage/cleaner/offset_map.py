@@ -10,7 +10,7 @@ one).
 Layout: ``_hashes`` is one ``bytearray`` of ``16 * slots`` bytes; ``_offsets``
 an ``array('q')`` of ``slots`` entries holding ``offset + 1`` (0 marks an empty
 slot, so a fresh zero-filled array is an empty map). Linear probing from the
-slot the hash's first 8 bytes pick.
+slot Python's hash of the digest picks.
 
 Bound: ``max_entries`` (slots x ``log.cleaner.io.buffer.load.factor``) is the
 fill the cleaner stops at (see storage/cleaner/cleaner.py); ``put`` refuses a
@@ -53,15 +53,14 @@ class OffsetMap:
     def memory_bytes(self) -> int:
         return self.slots * BYTES_PER_ENTRY
 
-    def _slot(self, digest: bytes) -> int:
-        return int.from_bytes(digest[:8], "little") % self.slots
-
     def put(self, key: bytes, offset: int) -> None:
         self.put_hash(key_hash(key), offset)
 
     def put_hash(self, digest: bytes, offset: int) -> None:
         offsets, hashes, slots = self._offsets, self._hashes, self.slots
-        i = self._slot(digest)
+        # The slot comes from Python's (C) hash of the digest: stable within a
+        # process, and the map never leaves the process that built it.
+        i = hash(digest) % slots
         for _ in range(slots):
             stored = offsets[i]
             at = i * HASH_BYTES
@@ -72,7 +71,7 @@ class OffsetMap:
                 offsets[i] = offset + 1
                 self.size += 1
                 return
-            if hashes[at : at + HASH_BYTES] == digest:
+            if hashes.startswith(digest, at):
                 if offset + 1 > stored:
                     offsets[i] = offset + 1
                 return
@@ -87,13 +86,12 @@ class OffsetMap:
     def get_hash(self, digest: bytes) -> int:
         """The offset stored for the hash, or -1."""
         offsets, hashes, slots = self._offsets, self._hashes, self.slots
-        i = self._slot(digest)
+        i = hash(digest) % slots
         for _ in range(slots):
             stored = offsets[i]
             if stored == 0:
                 return -1
-            at = i * HASH_BYTES
-            if hashes[at : at + HASH_BYTES] == digest:
+            if hashes.startswith(digest, i * HASH_BYTES):
                 return stored - 1
             i += 1
             if i == slots:
