@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
 
 def test_kafka_python_commit_and_abort(broker_factory, topic_name):
-    from kafka import KafkaProducer
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
     b = broker_factory(TXN_BROKER)
     create_topic(b.bootstrap, topic_name, 2)
@@ -31,6 +31,14 @@ def test_kafka_python_commit_and_abort(broker_factory, topic_name):
     assert sorted(read_values(b.bootstrap, topic_name, 2, "read_committed", idle_s=2.0)) == (
         sorted(b"kc-%d" % i for i in range(6)))
     assert len(read_values(b.bootstrap, topic_name, 2, "read_uncommitted", expect=10)) == 10
+    # kafka-python's own consumer skips the aborted records and the markers too
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap, isolation_level="read_committed",
+                      auto_offset_reset="earliest", enable_auto_commit=False,
+                      consumer_timeout_ms=3000)
+    c.assign([TopicPartition(topic_name, 0), TopicPartition(topic_name, 1)])
+    got = sorted(m.value for m in c)
+    c.close()
+    assert got == sorted(b"kc-%d" % i for i in range(6))
 
 
 def test_aiokafka_commit_abort_and_read_committed_consumer(broker_factory, topic_name):
