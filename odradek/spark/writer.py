@@ -25,11 +25,21 @@ Delivery guarantees (`docs/spark.md` has the whole argument):
   batch's output for a task partition becomes visible to read_committed
   readers exactly once, whatever Spark replays. The driver's `commit` and
   `abort` have nothing left to decide: both are idempotent no-ops with a log line.
+
+Test hook: `ODRADEK_SPARK_TEST_CRASH_AT=<point>:<batch>[,...]` makes the
+exactly-once path kill the driver (`kill -9` of the process group named by
+`ODRADEK_SPARK_TEST_CRASH_PGID` and of the worker's own group), fail a task
+attempt, or pause a task at a given moment of a given micro-batch
+(`crash_hook`; the points are listed in docs/spark.md). Unset, it costs one
+environment look-up per task.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -231,6 +241,8 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
         return SinkCommitMessage(_task_partition_id(), rows)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        # Nothing to decide: every task committed its own transaction with its marker.
+        crash_hook("driver-commit", batchId)
         rows = sum(m.rows for m in messages if isinstance(m, SinkCommitMessage))
         log.info("odradek sink: batch %d done, %d rows", batchId, rows)
 
@@ -297,7 +309,9 @@ def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommi
     pid = ctx.partitionId()
     tid = transactional_id(query_id, pid)
     group = tid
-    marker = TopicPartition(MARKER_TOPIC, 0)
+
+    attempt = ctx.attemptNumber()
+    crash_hook("task-start", batch_id, pid, attempt)
 
     producer = Producer(producer_conf(opts, **{"transactional.id": tid}))
     # Fences earlier attempts of this task partition and settles their open
@@ -312,9 +326,7 @@ def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommi
         }
     )
     try:
-        [committed] = consumer.committed([marker], timeout=TXN_TIMEOUT_S)
-        done_upto = committed.offset  # batch ids < done_upto are committed; < 0: none
-        if done_upto > batch_id:
+        if batch_committed(consumer, batch_id):
             for _ in iterator:  # drain: Spark expects the input consumed
                 pass
             log.info("odradek sink: batch %d partition %d already committed", batch_id, pid)
@@ -327,6 +339,7 @@ def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommi
                 consumer.consumer_group_metadata(),
                 TXN_TIMEOUT_S,
             )
+            crash_hook("before-commit", batch_id, pid, attempt)
             producer.commit_transaction(TXN_TIMEOUT_S)
         except BaseException:
             try:
@@ -334,6 +347,94 @@ def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommi
             except Exception as e:  # fenced or already failed: the broker aborts it
                 log.warning("odradek sink: abort after failure: %s", e)
             raise
+        crash_hook("after-commit", batch_id, pid, attempt)
         return SinkCommitMessage(pid, rows)
     finally:
         consumer.close()
+
+
+def batch_committed(consumer: Any, batch_id: int) -> bool:
+    """The task-side check: True if the marker of this consumer's group (one task
+    partition of one query) says batch `batch_id` is already committed. The
+    consumer reads with read_committed, so OffsetFetch has require_stable: a
+    marker still in an open transaction is waited for, not skipped."""
+    from confluent_kafka import TopicPartition
+
+    [committed] = consumer.committed([TopicPartition(MARKER_TOPIC, 0)], timeout=TXN_TIMEOUT_S)
+    if committed.error is not None:
+        raise RuntimeError(f"format(\"odradek\") exactly-once sink: marker fetch failed: {committed.error}")
+    # Batch ids below the committed offset are done; a negative offset means none.
+    return bool(committed.offset > batch_id)
+
+
+# --------------------------------------------------------------------------
+# Test hook (ODRADEK_SPARK_TEST_CRASH_AT); inert unless the variable is set.
+# --------------------------------------------------------------------------
+
+CRASH_ENV = "ODRADEK_SPARK_TEST_CRASH_AT"
+CRASH_PGID_ENV = "ODRADEK_SPARK_TEST_CRASH_PGID"
+PAUSE_DIR_ENV = "ODRADEK_SPARK_TEST_PAUSE_DIR"
+HOOK_WAIT_S = 120.0
+
+
+class InjectedTaskFailure(RuntimeError):
+    """A task attempt failed on purpose (ODRADEK_SPARK_TEST_CRASH_AT=fail-*)."""
+
+
+def crash_hook(stage: str, batch_id: int, partition: int = 0, attempt: int = 0) -> None:
+    """Called at `stage` (task-start, before-commit, after-commit, driver-commit).
+    Points (`<point>:<batch>`, comma-separated):
+
+    - task-start: every task of the batch kills the driver before it does anything;
+    - between-commits: task partition 0 kills the driver right after its
+      commit_transaction, while the other task partitions wait before theirs;
+    - after-tasks: the driver's commit() (all tasks committed, commit log not
+      yet written) kills the driver;
+    - fail-before-commit / fail-after-commit: the first attempt of every task
+      raises after producing (transaction open) / after commit_transaction;
+    - pause-before-commit: the first attempt of task partition 0 creates
+      `$ODRADEK_SPARK_TEST_PAUSE_DIR/paused-<batch>` before its commit and waits
+      until that file is removed (at most HOOK_WAIT_S).
+    """
+    spec = os.environ.get(CRASH_ENV)
+    if not spec:
+        return
+    for item in spec.split(","):
+        point, _, batch = item.strip().partition(":")
+        if not batch or int(batch) != batch_id:
+            continue
+        if point == "task-start" and stage == "task-start":
+            _kill_driver(f"{point}:{batch_id} partition {partition}")
+        elif point == "between-commits":
+            if stage == "after-commit" and partition == 0:
+                _kill_driver(f"{point}:{batch_id}")
+            elif stage == "before-commit" and partition != 0:
+                time.sleep(HOOK_WAIT_S)  # killed meanwhile by partition 0
+        elif point == "after-tasks" and stage == "driver-commit":
+            _kill_driver(f"{point}:{batch_id}")
+        elif point in ("fail-before-commit", "fail-after-commit") and attempt == 0:
+            if stage == point[len("fail-"):]:
+                _note(f"{point}:{batch_id} partition {partition}: failing attempt 0")
+                raise InjectedTaskFailure(f"{point}:{batch_id} partition {partition} attempt 0")
+        elif point == "pause-before-commit" and stage == "before-commit":
+            if partition == 0 and attempt == 0:
+                _note(f"{point}:{batch_id}: pausing")
+                flag = os.path.join(os.environ[PAUSE_DIR_ENV], f"paused-{batch_id}")
+                open(flag, "w").close()
+                deadline = time.monotonic() + HOOK_WAIT_S
+                while os.path.exists(flag) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+
+
+def _note(what: str) -> None:
+    import sys
+
+    print(f"odradek-spark-test-hook: {what}", file=sys.stderr, flush=True)
+
+
+def _kill_driver(why: str) -> None:
+    _note(f"kill -9 of the driver at {why}")
+    pgid = os.environ.get(CRASH_PGID_ENV)
+    if pgid:
+        os.killpg(int(pgid), signal.SIGKILL)
+    os.killpg(os.getpgid(0), signal.SIGKILL)  # the Python workers' own group
