@@ -463,3 +463,24 @@ def test_the_filthiest_compacted_log_is_chosen_and_never_twice_at_once(tmp_path:
     again = cleaner.grab_filthiest_log()
     assert again is not None and again.log.topic == "half"
     manager.shutdown()
+
+
+def test_the_throttler_keeps_io_under_its_rate() -> None:
+    from odradek.storage.cleaner.segment_io import Throttler
+
+    now = [0.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    throttler = Throttler(1_000_000, sleep=sleep, clock=lambda: now[0])
+    for _ in range(10):
+        now[0] += 0.01  # the I/O itself took 10 ms
+        throttler.maybe_throttle(100_000)
+    # 1 MB at 1 MB/s takes a second: 0.1 s of I/O, 0.9 s of sleeping.
+    assert sum(slept) == pytest.approx(0.9)
+    before = len(slept)
+    Throttler(float("inf"), sleep=slept.append).maybe_throttle(10**12)
+    assert len(slept) == before
