@@ -61,7 +61,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 # Admin requests a broker-only node relays to the active controller unchanged.
 FORWARDED_TO_CONTROLLER = frozenset({
     api.ApiKey.CREATE_TOPICS, api.ApiKey.DELETE_TOPICS, api.ApiKey.CREATE_PARTITIONS,
-    api.ApiKey.ALTER_CONFIGS, api.ApiKey.INCREMENTAL_ALTER_CONFIGS,
+    api.ApiKey.ALTER_CONFIGS, api.ApiKey.INCREMENTAL_ALTER_CONFIGS, api.ApiKey.ELECT_LEADERS,
 })
 # How long a starting broker waits to be unfenced before it opens its listeners anyway.
 BROKER_STARTUP_WAIT_S = 30.0

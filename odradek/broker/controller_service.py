@@ -174,8 +174,15 @@ class ControllerService:
         await self.decide(decision)
         return starts[0], block_size
 
-    async def elect_preferred(self) -> int:
-        image = await self.decide(
-            lambda image: self.control.preferred_leader_elections(image, only_imbalanced=False)
-        )
-        return image.offset
+    async def elect_leaders(
+        self, election_type: int, partitions: list[tuple[str, int]] | None
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        results: list[dict[tuple[str, int], tuple[int, str | None]]] = []
+
+        def decision(image: MetadataImage) -> list[R.MetadataRecord]:
+            answer, records = self.control.elect_leaders(image, election_type, partitions)
+            results.append(answer)
+            return records
+
+        await self.decide(decision)
+        return results[0]

@@ -65,14 +65,17 @@ class KafkaChannel:
         async with self._lock:
             try:
                 await self._connect(timeout_s)
-                assert self._writer is not None and self._reader is not None
-                self._writer.write(struct.pack(">i", len(frame_without_size)) + frame_without_size)
-                await asyncio.wait_for(self._writer.drain(), timeout_s)
-                size_bytes = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
+                # locals: close() from another task may drop the attributes meanwhile
+                reader, writer = self._reader, self._writer
+                if reader is None or writer is None:
+                    raise ChannelError(f"{self.host}:{self.port}: closed")
+                writer.write(struct.pack(">i", len(frame_without_size)) + frame_without_size)
+                await asyncio.wait_for(writer.drain(), timeout_s)
+                size_bytes = await asyncio.wait_for(reader.readexactly(4), timeout_s)
                 (size,) = struct.unpack(">i", size_bytes)
                 if size < 4 or size > MAX_RESPONSE_BYTES:
                     raise ChannelError(f"bad response size {size}")
-                return await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
+                return await asyncio.wait_for(reader.readexactly(size), timeout_s)
             except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
                 self.close()
                 raise ChannelError(f"{self.host}:{self.port}: {type(e).__name__} {e}") from e

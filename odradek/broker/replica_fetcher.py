@@ -249,7 +249,7 @@ class ReplicaFetcher:
             plog.set_high_watermark(max(min(hw, plog.log_end_offset), plog.high_watermark))
         return True
 
-    def _truncate_diverging(self, part: "Partition", epoch: int, end_offset: int) -> None:
+    def _truncate_diverging(self, part: Partition, epoch: int, end_offset: int) -> None:
         plog = part.log
         target = truncation_offset(plog, epoch, end_offset)
         log.info("%s-%d: leader %d says epoch %d ends at %d: truncating %d -> %d",
@@ -273,3 +273,6 @@ def truncate_follower(plog: PartitionLog, offset: int) -> None:
         plog.truncate_fully_and_start_at(offset)
     else:
         plog.truncate_to(offset)
+    # Epochs starting at or after the cut go too, even when no record did
+    # (a leader that wrote nothing in its epoch leaves only a cache entry).
+    plog.leader_epoch_cache.truncate_from_end(offset)

@@ -162,8 +162,12 @@ class LeaderReplication:
 
     def _may_join_isr(self, part: Partition, fetch_offset: int) -> bool:
         plog = part.log
-        epoch_start = plog.leader_epoch_cache.end_offset_for(part.leader_epoch - 1, 0)[1]
-        return fetch_offset >= plog.high_watermark and fetch_offset >= max(epoch_start, 0)
+        # where this leader's epoch starts: a follower below it may still diverge
+        epoch_start = next(
+            (start for epoch, start in plog.leader_epoch_cache.entries
+             if epoch == part.leader_epoch), plog.log_end_offset,
+        )
+        return fetch_offset >= plog.high_watermark and fetch_offset >= epoch_start
 
     # -- ISR shrink ------------------------------------------------------------------------------
 

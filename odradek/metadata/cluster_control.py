@@ -57,6 +57,12 @@ INELIGIBLE_REPLICA = 107
 INVALID_UPDATE_VERSION = 108
 UNKNOWN_TOPIC_OR_PARTITION = 3
 DUPLICATE_BROKER_REGISTRATION = 101
+PREFERRED_LEADER_NOT_AVAILABLE = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ELECTION_NOT_NEEDED = 84
+
+ELECTION_PREFERRED = 0
+ELECTION_UNCLEAN = 1
 BROKER_ID_NOT_REGISTERED = 102
 
 # Brokers a controller keeps sessions for: far more than a cluster of Python
@@ -323,6 +329,65 @@ class ClusterControl:
                     leader_epoch=part.leader_epoch + 1,
                 ))
         return records
+
+
+    def elect_leaders(
+        self,
+        image: MetadataImage,
+        election_type: int,
+        partitions: list[tuple[str, int]] | None,
+    ) -> tuple[dict[tuple[str, int], tuple[int, str | None]], list[R.MetadataRecord]]:
+        """ElectLeaders (KIP-460): PREFERRED gives leadership to the first
+        replica if it is a live ISR member; UNCLEAN gives a leaderless partition
+        a leader from its live replicas (the ISR first). With no partitions
+        named, every partition is tried and only the elected ones answered."""
+        named = partitions is not None
+        if partitions is None:
+            partitions = [(t.name, p) for t in image.topics_by_name.values()
+                          for p in t.partitions]
+        results: dict[tuple[str, int], tuple[int, str | None]] = {}
+        records: list[R.MetadataRecord] = []
+        for topic_name, index in partitions:
+            topic = image.topics_by_name.get(topic_name)
+            part = topic.partitions.get(index) if topic is not None else None
+            if topic is None or part is None:
+                results[(topic_name, index)] = (UNKNOWN_TOPIC_OR_PARTITION, None)
+                continue
+            tid = str(topic.topic_id)
+            if election_type == ELECTION_PREFERRED:
+                preferred = part.replicas[0]
+                if part.leader == preferred:
+                    results[(topic_name, index)] = (ELECTION_NOT_NEEDED, None)
+                elif preferred not in part.isr or not _eligible(image, preferred):
+                    results[(topic_name, index)] = (
+                        PREFERRED_LEADER_NOT_AVAILABLE,
+                        (f"Failed to elect leader for partition {topic_name}-{index} under "
+                         "strategy PreferredReplicaPartitionLeaderElectionStrategy"),
+                    )
+                else:
+                    results[(topic_name, index)] = (NONE, None)
+                    records.append(R.partition_change_record(
+                        tid, index, leader=preferred, leader_epoch=part.leader_epoch + 1))
+            elif election_type == ELECTION_UNCLEAN:
+                if part.leader != NO_LEADER and _eligible(image, part.leader):
+                    results[(topic_name, index)] = (ELECTION_NOT_NEEDED, None)
+                    continue
+                live_isr = [r for r in part.isr if _eligible(image, r)]
+                live = [r for r in part.replicas if _eligible(image, r)]
+                if live_isr or live:
+                    leader = _in_replica_order(part, live_isr)[0] if live_isr else live[0]
+                    results[(topic_name, index)] = (NONE, None)
+                    records.append(R.partition_change_record(
+                        tid, index, leader=leader, leader_epoch=part.leader_epoch + 1,
+                        isr=None if live_isr else [leader]))
+                else:
+                    results[(topic_name, index)] = (ELIGIBLE_LEADERS_NOT_AVAILABLE, None)
+            else:
+                results[(topic_name, index)] = (INVALID_REQUEST,
+                                                f"Unknown election type {election_type}")
+        if not named:
+            results = {k: v for k, v in results.items() if v[0] == NONE}
+        return results, records
 
 
 def _eligible(image: MetadataImage, broker_id: int) -> bool:

@@ -79,6 +79,8 @@ def _requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
         api.ApiKey.DESCRIBE_TOPIC_PARTITIONS: {"topics": [{"name": topic}],
                                                "response_partition_limit": 100,
                                                "cursor": None},
+        api.ApiKey.ELECT_LEADERS: {"election_type": 0, "timeout": 5000, "topic_partitions": [
+            {"topic": topic, "partitions": [0]}]},
         **_group_requests(topic, topic_id),
         **_txn_requests(topic),
     }
@@ -179,6 +181,7 @@ EXPECTED_ERRORS = {
     api.ApiKey.HEARTBEAT: {25},
     api.ApiKey.LEAVE_GROUP: {25},
     api.ApiKey.DELETE_GROUPS: {69},  # GROUP_ID_NOT_FOUND: the group is absent on purpose
+    api.ApiKey.ELECT_LEADERS: {84},  # ELECTION_NOT_NEEDED: one node leads its partition
     # the transactional id / producer id are made up on purpose:
     api.ApiKey.ADD_PARTITIONS_TO_TXN: {49},  # INVALID_PRODUCER_ID_MAPPING
     api.ApiKey.ADD_OFFSETS_TO_TXN: {49},

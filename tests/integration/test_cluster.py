@@ -132,6 +132,38 @@ def test_acks_all_records_survive_leader_kill_and_the_old_leader_rejoins_the_isr
                                "the old leader back in the ISR", timeout_s=30)
 
 
+def test_elect_leaders_gives_leadership_back_to_the_preferred_replica(
+    cluster: ClusterProcesses,
+) -> None:
+    from confluent_kafka import ElectionType, TopicPartition
+
+    topic = "preferred"
+    for b in cluster.brokers.values():
+        if not b.is_running():
+            b.restart()
+    cluster.wait_for_brokers({1, 2, 3})
+    cluster.create_topic(topic, 1, 3)
+    view = cluster.partitions(topic)[0]
+    preferred = view.replicas[0]
+    cluster.brokers[preferred].kill9()
+    cluster.wait_for_partition(topic, 0, lambda v: v.leader not in (-1, preferred),
+                               "another leader", timeout_s=20)
+    cluster.brokers[preferred].restart()
+    cluster.wait_for_partition(topic, 0, lambda v: preferred in v.isr,
+                               "the preferred replica back in the ISR", timeout_s=30)
+    assert cluster.partitions(topic)[0].leader != preferred
+    admin = cluster.admin()
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)])
+    errors = result.result(timeout=15)
+    assert errors[TopicPartition(topic, 0)] is None, errors
+    cluster.wait_for_partition(topic, 0, lambda v: v.leader == preferred,
+                               "the preferred replica leading", timeout_s=15)
+    # a second election is not needed
+    errors = admin.elect_leaders(ElectionType.PREFERRED,
+                                 [TopicPartition(topic, 0)]).result(timeout=15)
+    assert "ELECTION_NOT_NEEDED" in str(errors[TopicPartition(topic, 0)])
+
+
 def test_acks_all_with_too_few_in_sync_replicas_is_not_enough_replicas(
     cluster: ClusterProcesses,
 ) -> None:
@@ -160,3 +192,32 @@ def test_acks_all_with_too_few_in_sync_replicas_is_not_enough_replicas(
     finally:
         cluster.brokers[follower].restart()
     cluster.wait_for_partition(topic, 0, lambda v: len(v.isr) == 3, "the ISR whole again")
+
+
+def test_a_restarted_controller_takes_the_cluster_back(cluster: ClusterProcesses) -> None:
+    """The one controller is killed with SIGKILL: brokers keep serving what
+    they lead; once it is back (from its metadata log, every broker with a
+    fresh session) a leader's death is handled again."""
+    topic = "controller-restart"
+    for b in cluster.brokers.values():
+        if not b.is_running():
+            b.restart()
+    cluster.wait_for_brokers({1, 2, 3})
+    cluster.create_topic(topic, 1, 3)
+    cluster.controller.kill9()
+    first = _produce_acks_all(cluster.bootstrap, topic, [b"while-down-%d" % i for i in range(50)])
+    assert sorted(first) == list(range(50))
+    cluster.controller.restart()
+    time.sleep(1.0)
+    old = cluster.partitions(topic)[0]
+    cluster.brokers[old.leader].kill9()
+    new = cluster.wait_for_partition(topic, 0, lambda v: v.leader not in (-1, old.leader),
+                                     "a new leader after the controller restart", timeout_s=20)
+    assert new.leader in old.isr
+    after = _produce_acks_all(cluster.live_bootstrap(), topic, [b"after-%d" % i for i in range(50)])
+    assert sorted(after) == list(range(50, 100))
+    got = ck_consume(cluster.live_bootstrap(), topic, 100, offset=OFFSET_BEGINNING)
+    assert [r.offset for r in got] == list(range(100))
+    cluster.brokers[old.leader].restart()
+    cluster.wait_for_partition(topic, 0, lambda v: len(v.isr) == 3, "the ISR whole again",
+                               timeout_s=30)

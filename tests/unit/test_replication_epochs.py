@@ -119,3 +119,22 @@ def test_a_follower_ahead_in_an_older_epoch_loses_only_the_divergent_suffix(
     assert _values(follower) == [b"1", b"2", b"3", b"4"]
     leader.close()
     follower.close()
+
+
+def test_a_leader_that_wrote_nothing_follows_a_new_leader_without_looping(
+    tmp_path: Path,
+) -> None:
+    # Replica 2 led epoch 0 of an empty partition and died; replica 3 leads
+    # epoch 1. 2's cache says epoch 0 started at 0, 3 has never seen epoch 0.
+    old = _open(tmp_path / "old")
+    new = _open(tmp_path / "new")
+    old.assign_leader_epoch(0)
+    new.assign_leader_epoch(1)
+    assert _replicate(new, old) == 1
+    assert old.leader_epoch_cache.latest_epoch() == -1
+    _append_as_leader(new, b"after", 1)
+    assert _replicate(new, old) == 0
+    assert _values(old) == [b"after"]
+    assert old.leader_epoch_cache.entries == new.leader_epoch_cache.entries
+    old.close()
+    new.close()

@@ -171,7 +171,28 @@ async def handle_allocate_producer_ids(
     return {"error_code": 0, "producer_id_start": start, "producer_id_len": length}
 
 
+async def handle_elect_leaders(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    """ElectLeaders (KIP-460), decided by the controller (brokers relay it)."""
+    election_type = int(getattr(req, "election_type", 0))
+    named = None
+    if req.topic_partitions is not None:
+        named = [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
+    service = broker.controller_service
+    if service is None:
+        return {"error_code": NOT_CONTROLLER, "replica_election_results": []}
+    results = await service.elect_leaders(election_type, named)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index), (code, message) in results.items():
+        by_topic.setdefault(topic, []).append(
+            {"partition_id": index, "error_code": code, "error_message": message})
+    return {"error_code": 0, "replica_election_results": [
+        {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
+
+
 HANDLERS: dict[int, Handler] = {
+    api.ApiKey.ELECT_LEADERS: handle_elect_leaders,
     api.ApiKey.FETCH: handle_fetch,
     api.ApiKey.BROKER_REGISTRATION: handle_broker_registration,
     api.ApiKey.BROKER_HEARTBEAT: handle_broker_heartbeat,

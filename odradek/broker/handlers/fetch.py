@@ -324,6 +324,8 @@ async def handle_offset_for_leader_epoch(
                      "end_offset": -1}
             if part is None:
                 entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.leader != broker.node_id:
+                entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
             elif code := _check_epoch(part, p.current_leader_epoch):
                 entry["error_code"] = code
             elif part.log.offline:

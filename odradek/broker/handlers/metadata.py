@@ -36,7 +36,15 @@ def brokers_for(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
     return out
 
 
-def partition_entries(topic: TopicImage) -> list[dict[str, Any]]:
+def partition_entries(
+    topic: TopicImage, image: MetadataImage | None = None
+) -> list[dict[str, Any]]:
+    def offline(replicas: tuple[int, ...]) -> list[int]:
+        # replicas on fenced or unknown brokers (Kafka: on brokers not alive)
+        if image is None:
+            return []
+        return [r for r in replicas if r not in image.brokers or image.brokers[r].fenced]
+
     return [
         {
             # a partition without a leader (no live ISR member) answers as Kafka does
@@ -46,7 +54,7 @@ def partition_entries(topic: TopicImage) -> list[dict[str, Any]]:
             "leader_epoch": p.leader_epoch,
             "replica_nodes": list(p.replicas),
             "isr_nodes": list(p.isr),
-            "offline_replicas": [],
+            "offline_replicas": offline(p.replicas),
             # The Java admin client reads these lists without a null check.
             "eligible_leader_replicas": [],
             "last_known_elr": [],
@@ -55,13 +63,13 @@ def partition_entries(topic: TopicImage) -> list[dict[str, Any]]:
     ]
 
 
-def topic_entry(topic: TopicImage) -> dict[str, Any]:
+def topic_entry(topic: TopicImage, image: MetadataImage | None = None) -> dict[str, Any]:
     return {
         "error_code": 0,
         "name": topic.name,
         "topic_id": topic.topic_id,
         "is_internal": topic.name in INTERNAL_TOPICS,
-        "partitions": partition_entries(topic),
+        "partitions": partition_entries(topic, image),
         "topic_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
     }
 
@@ -86,7 +94,7 @@ async def handle_metadata(broker: "Broker", ctx: RequestContext, req: Any) -> di
     allow_auto_create = getattr(req, "allow_auto_topic_creation", True)
     topics: list[dict[str, Any]] = []
     if requested is None:
-        topics = [topic_entry(t) for _, t in sorted(image.topics_by_name.items())]
+        topics = [topic_entry(t, image) for _, t in sorted(image.topics_by_name.items())]
     else:
         to_create: list[str] = []
         for t in requested:
@@ -95,7 +103,8 @@ async def handle_metadata(broker: "Broker", ctx: RequestContext, req: Any) -> di
             if name is None and topic_id is not None and topic_id != ZERO_UUID:
                 found = image.topics_by_id.get(topic_id)
                 topics.append(
-                    topic_entry(found) if found else error_topic(None, E.UNKNOWN_TOPIC_ID, topic_id)
+                    topic_entry(found, image) if found
+                    else error_topic(None, E.UNKNOWN_TOPIC_ID, topic_id)
                 )
                 continue
             if name is None:
@@ -103,7 +112,7 @@ async def handle_metadata(broker: "Broker", ctx: RequestContext, req: Any) -> di
                 continue
             found = image.topics_by_name.get(name)
             if found is not None:
-                topics.append(topic_entry(found))
+                topics.append(topic_entry(found, image))
             elif validate_topic_name(name) is not None:
                 topics.append(error_topic(name, E.INVALID_TOPIC_EXCEPTION))
             elif allow_auto_create and broker.config.get("auto.create.topics.enable"):
@@ -122,7 +131,7 @@ async def handle_metadata(broker: "Broker", ctx: RequestContext, req: Any) -> di
                     res = results[name]
                     found = image.topics_by_name.get(name)
                     if res.error_code in (0, 36) and found is not None:
-                        topics[i] = topic_entry(found)
+                        topics[i] = topic_entry(found, image)
                     else:
                         topics[i] = error_topic(name, res.error_code or E.LEADER_NOT_AVAILABLE)
     return {
@@ -177,7 +186,7 @@ async def handle_describe_topic_partitions(
         if topic is None:
             out.append(error_topic(name, E.UNKNOWN_TOPIC_OR_PARTITION))
             continue
-        entry = topic_entry(topic)
+        entry = topic_entry(topic, image)
         parts = entry["partitions"]
         if cursor is not None and name == cursor.topic_name:
             parts = [p for p in parts if p["partition_index"] >= cursor.partition_index]

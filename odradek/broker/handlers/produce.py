@@ -176,6 +176,11 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
                         "base_offset": verdict.first_offset,
                         "log_start_offset": plog.log_start_offset,
                     })
+                    # A duplicate's first copy may not be replicated yet: acks=all
+                    # waits for it as for a new append (Kafka does too).
+                    required = verdict.first_offset + headers[0].last_offset_delta + 1
+                    if acks == -1 and not verdict.error and plog.high_watermark < required:
+                        replicated.append((parts[-1], part, required))
                     continue
             try:
                 info = plog.append_as_leader(buf, headers, part.leader_epoch)

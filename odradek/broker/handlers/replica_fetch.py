@@ -52,9 +52,14 @@ def diverging_epoch(
     we know, where that epoch ends in our log)."""
     if last_fetched_epoch < 0:
         return None
-    epoch, end_offset = plog.leader_epoch_cache.end_offset_for(
-        last_fetched_epoch, plog.log_end_offset
-    )
+    cache = plog.leader_epoch_cache
+    epoch, end_offset = cache.end_offset_for(last_fetched_epoch, plog.log_end_offset)
+    if epoch < 0:
+        # We know no epoch at or before the follower's: its epochs are not in
+        # our history, which starts with our earliest epoch (Kafka answers
+        # OFFSET_OUT_OF_RANGE and the follower looks for the same offset).
+        first = cache.earliest_entry()
+        return -1, first[1] if first is not None else plog.log_start_offset
     if epoch < last_fetched_epoch or end_offset < fetch_offset:
         return epoch, end_offset
     return None

@@ -1,0 +1,191 @@
+"""The Raft core's messages (`raft/messages.py`) to and from Kafka's wire RPCs.
+
+KRaft's RPCs carry one topic (``__cluster_metadata``) and one partition; the
+core's messages are those partition-level fields. This module is the whole
+translation, both ways, as plain dicts for `protocol/entities.py` (requests
+out, responses out) and kio objects (requests in, responses in):
+
+    Vote v2 (KIP-996 pre-vote)      <-> VoteRequest / VoteResponse
+    BeginQuorumEpoch v1             <-> BeginQuorumEpochRequest / Response
+    EndQuorumEpoch v1               <-> EndQuorumEpochRequest / Response
+    Fetch v12 (replica_id)          <-> FetchRequest / FetchResponse
+
+Records travel as the bytes of whole record batches (`metadata/raft_log.py`
+reads and writes them). FetchSnapshot is not translated: no snapshots yet.
+The asyncio shell that sends these and feeds the answers to the core is the
+next step (see docs/design.md, "Cluster").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..protocol import api
+from ..protocol.entities import ms
+from ..protocol.records import iter_batch_headers
+from ..raft import messages as M
+from ..raft.log import OffsetAndEpoch, RecordsSlice
+from .quorum import METADATA_TOPIC
+
+VOTE_VERSION = 2
+BEGIN_QUORUM_EPOCH_VERSION = 1
+END_QUORUM_EPOCH_VERSION = 1
+FETCH_VERSION = 12
+FETCH_MAX_BYTES = 8 * 1024 * 1024
+
+
+def _code(value: Any) -> int:
+    return int(getattr(value, "value", value))
+
+
+def _partition(obj: Any) -> Any:
+    """The one partition of a KRaft RPC (topics[0].partitions[0])."""
+    topics = getattr(obj, "topics", None) or getattr(obj, "responses", None)
+    if not topics or not topics[0].partitions:
+        raise ValueError("a KRaft RPC without the metadata partition")
+    return topics[0].partitions[0]
+
+
+# -- requests out ----------------------------------------------------------------------
+
+
+def request_to_wire(body: M.Request, cluster_id: str | None) -> tuple[int, int, dict[str, Any]]:
+    """(api key, version, request dict) for a request the core sends."""
+    if isinstance(body, M.VoteRequest):
+        return api.ApiKey.VOTE, VOTE_VERSION, {
+            "cluster_id": cluster_id, "voter_id": -1,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
+                "partition_index": 0, "replica_epoch": body.replica_epoch,
+                "replica_id": body.replica_id, "replica_directory_id": None,
+                "voter_directory_id": None, "last_offset_epoch": body.last_offset_epoch,
+                "last_offset": body.last_offset, "pre_vote": body.pre_vote,
+            }]}],
+        }
+    if isinstance(body, M.BeginQuorumEpochRequest):
+        return api.ApiKey.BEGIN_QUORUM_EPOCH, BEGIN_QUORUM_EPOCH_VERSION, {
+            "cluster_id": cluster_id, "voter_id": -1,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
+                "partition_index": 0, "voter_directory_id": None,
+                "leader_id": body.leader_id, "leader_epoch": body.leader_epoch,
+            }]}],
+            "leader_endpoints": [],
+        }
+    if isinstance(body, M.EndQuorumEpochRequest):
+        return api.ApiKey.END_QUORUM_EPOCH, END_QUORUM_EPOCH_VERSION, {
+            "cluster_id": cluster_id,
+            "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
+                "partition_index": 0, "leader_id": body.leader_id,
+                "leader_epoch": body.leader_epoch,
+                "preferred_candidates": [{"candidate_id": c, "candidate_directory_id": None}
+                                         for c in body.preferred_successors],
+            }]}],
+            "leader_endpoints": [],
+        }
+    if isinstance(body, M.FetchRequest):
+        return api.ApiKey.FETCH, FETCH_VERSION, {
+            "cluster_id": cluster_id, "replica_id": body.replica_id,
+            "max_wait": body.max_wait_ms, "min_bytes": 0, "max_bytes": FETCH_MAX_BYTES,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": METADATA_TOPIC, "partitions": [{
+                "partition": 0, "current_leader_epoch": body.current_leader_epoch,
+                "fetch_offset": body.fetch_offset,
+                "last_fetched_epoch": body.last_fetched_epoch,
+                "log_start_offset": -1, "partition_max_bytes": FETCH_MAX_BYTES,
+            }]}],
+            "forgotten_topics_data": [], "rack_id": "",
+        }
+    raise TypeError(f"no wire form for {type(body).__name__}")
+
+
+def response_from_wire(body: M.Request, response: Any) -> M.Response:
+    """The core's response for the kio answer to `body`."""
+    code = _code(getattr(response, "error_code", 0))
+    if isinstance(body, M.FetchRequest):
+        if code:
+            return M.FetchResponse(code, M.NO_LEADER, M.NO_EPOCH)
+        p = _partition(response)
+        pcode = _code(p.error_code)
+        leader = p.current_leader
+        diverging = p.diverging_epoch
+        records = None
+        data = bytes(p.records) if p.records else b""
+        if pcode == M.NONE and (diverging is None or diverging.epoch < 0):
+            headers = list(iter_batch_headers(data))
+            end = headers[-1].position + headers[-1].size if headers else 0
+            nxt = headers[-1].next_offset if headers else body.fetch_offset
+            records = RecordsSlice(body.fetch_offset, nxt, data[:end], end)
+        return M.FetchResponse(
+            pcode, int(leader.leader_id), int(leader.leader_epoch),
+            high_watermark=int(p.high_watermark), log_start_offset=int(p.log_start_offset),
+            records=records,
+            diverging_epoch=(OffsetAndEpoch(int(diverging.end_offset), int(diverging.epoch))
+                             if diverging is not None and diverging.epoch >= 0 else None),
+        )
+    if code:
+        if isinstance(body, M.VoteRequest):
+            return M.VoteResponse(code, M.NO_LEADER, M.NO_EPOCH, False, body.pre_vote)
+        if isinstance(body, M.BeginQuorumEpochRequest):
+            return M.BeginQuorumEpochResponse(code, M.NO_LEADER, M.NO_EPOCH)
+        return M.EndQuorumEpochResponse(code, M.NO_LEADER, M.NO_EPOCH)
+    p = _partition(response)
+    if isinstance(body, M.VoteRequest):
+        return M.VoteResponse(_code(p.error_code), int(p.leader_id), int(p.leader_epoch),
+                              bool(p.vote_granted), body.pre_vote)
+    if isinstance(body, M.BeginQuorumEpochRequest):
+        return M.BeginQuorumEpochResponse(_code(p.error_code), int(p.leader_id),
+                                          int(p.leader_epoch))
+    return M.EndQuorumEpochResponse(_code(p.error_code), int(p.leader_id), int(p.leader_epoch))
+
+
+# -- requests in --------------------------------------------------------------------------
+
+
+def request_from_wire(api_key: int, request: Any) -> tuple[int, M.Request]:
+    """(source node id, the core's request) for a KRaft request received."""
+    if api_key == api.ApiKey.VOTE:
+        p = _partition(request)
+        return int(p.replica_id), M.VoteRequest(
+            int(p.replica_epoch), int(p.replica_id), int(p.last_offset_epoch),
+            int(p.last_offset), bool(getattr(p, "pre_vote", False)))
+    if api_key == api.ApiKey.BEGIN_QUORUM_EPOCH:
+        p = _partition(request)
+        return int(p.leader_id), M.BeginQuorumEpochRequest(int(p.leader_id), int(p.leader_epoch))
+    if api_key == api.ApiKey.END_QUORUM_EPOCH:
+        p = _partition(request)
+        successors = tuple(int(c.candidate_id) for c in getattr(p, "preferred_candidates", ()))
+        return int(p.leader_id), M.EndQuorumEpochRequest(
+            int(p.leader_id), int(p.leader_epoch), successors)
+    if api_key == api.ApiKey.FETCH:
+        p = _partition(request)
+        return int(request.replica_id), M.FetchRequest(
+            int(request.replica_id), int(p.current_leader_epoch), int(p.fetch_offset),
+            int(p.last_fetched_epoch), ms(request.max_wait))
+    raise ValueError(f"not a KRaft request: api key {api_key}")
+
+
+# -- responses out ---------------------------------------------------------------------
+
+
+def response_to_wire(body: M.Response) -> dict[str, Any]:
+    """The response dict (entities.build / fetch_codec) for the core's answer."""
+    if isinstance(body, M.FetchResponse):
+        records = body.records
+        data = records.payload if records is not None else b""
+        part: dict[str, Any] = {
+            "partition_index": 0, "error_code": body.error_code,
+            "high_watermark": body.high_watermark, "last_stable_offset": body.high_watermark,
+            "log_start_offset": body.log_start_offset, "aborted_transactions": None,
+            "preferred_read_replica": -1, "records": data,
+            "current_leader": {"leader_id": body.leader_id, "leader_epoch": body.leader_epoch},
+        }
+        if body.diverging_epoch is not None:
+            part["diverging_epoch"] = {"epoch": body.diverging_epoch.epoch,
+                                       "end_offset": body.diverging_epoch.offset}
+        return {"error_code": 0, "session_id": 0,
+                "responses": [{"topic": METADATA_TOPIC, "partitions": [part]}]}
+    fields: dict[str, Any] = {"partition_index": 0, "error_code": body.error_code,
+                              "leader_id": body.leader_id, "leader_epoch": body.leader_epoch}
+    if isinstance(body, M.VoteResponse):
+        fields["vote_granted"] = body.vote_granted
+    return {"error_code": 0, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [fields]}],
+            "node_endpoints": []}
