@@ -57,6 +57,7 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import time
 from bisect import bisect_right
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
@@ -264,6 +265,7 @@ class LogCleaner:
         self._stop_event: Any = None
         self._checkpoint_lock = asyncio.Lock()
         self.cleanings = 0  # completed cleanings, for tests and metrics
+        self._swap_ms = 0.0  # longest swap_in of the cleaning under way
         self.last_stats: dict[TopicPartition, CleanResult] = {}
 
     @property
@@ -420,12 +422,13 @@ class LogCleaner:
                          "changed meanwhile", *key, i, group_count)
                 return False
         result: CleanResult = await loop.run_in_executor(pool, worker.finish)
+        swap_ms, self._swap_ms = self._swap_ms, 0.0
         self._first_dirty[key] = result.end_offset
         self._delete_horizons[key] = result.earliest_delete_horizon_ms
         self.cleanings += 1
         self.last_stats[key] = result
         await self.write_checkpoint(self.log_manager.dir_of(plog))
-        _log_stats(plog, ltc, result)
+        _log_stats(plog, ltc, result, swap_ms)
         return True
 
     async def _swap(self, plog: PartitionLog, old: list[LogSegment], group: CleanedGroup,
@@ -438,12 +441,15 @@ class LogCleaner:
         if self._gone(plog) or not self._still_there(plog, old, sizes):
             swap.discard(plog.dir, group)
             return False
+        started = time.monotonic()
         try:
             swap.swap_in(plog, old, group, self._clock_ms(), delay)
         except OSError as e:
             if plog.on_io_error is not None:
                 plog.on_io_error(plog, e)
             raise KafkaStorageError(f"swapping cleaned segments into {plog.dir}: {e}") from e
+        # What the event loop spent swapping (it serves nothing meanwhile).
+        self._swap_ms = max(self._swap_ms, (time.monotonic() - started) * 1000)
         await asyncio.to_thread(fsync_dir, plog.dir)
         return True
 
@@ -481,20 +487,22 @@ class LogCleaner:
         return self._first_dirty.get((topic, partition))
 
 
-def _log_stats(plog: PartitionLog, ltc: LogToClean, result: CleanResult) -> None:
+def _log_stats(plog: PartitionLog, ltc: LogToClean, result: CleanResult,
+               swap_ms: float) -> None:
     s = result.stats
     seconds = s.map_seconds + s.clean_seconds
     processed = s.bytes_read + s.map_bytes_read
     log.info(
         "cleaned %s-%d: dirty section [%d, %d) of [%d, %d), %d group(s); %.1f MB processed in "
         "%.2f s (%.1f MB/s; map %.2f s, %d records, %d/%d slots%s); %d/%d records and "
-        "%.1f/%.1f MB kept (%d tombstones, %d aborted records, %d markers removed)%s",
+        "%.1f/%.1f MB kept (%d tombstones, %d aborted records, %d markers removed); "
+        "longest swap on the event loop %.1f ms%s",
         plog.topic, plog.partition, ltc.first_dirty_offset, result.end_offset,
         ltc.first_dirty_offset, ltc.first_uncleanable_offset, len(result.groups),
         processed / MB, seconds, processed / MB / seconds if seconds > 0 else 0.0,
         s.map_seconds, s.map_records, result.map_entries, result.map_slots,
         ", map full" if result.map_full else "", s.records_retained, s.records_read,
         s.bytes_written / MB, s.bytes_read / MB, s.tombstones_removed,
-        s.aborted_records_removed, s.markers_removed,
+        s.aborted_records_removed, s.markers_removed, swap_ms,
         f"; throttled {s.throttled_seconds:.2f} s" if s.throttled_seconds else "",
     )

@@ -9,7 +9,7 @@ own, so a cleaning's offset map stays in its process between the calls that
 clean its groups one by one), started with ``spawn`` (no inherited sockets,
 locks or threads).
 
-Workers run at a lower CPU priority (``WORKER_NICENESS``), so cleaning takes
+Workers run at the lowest CPU priority (``WORKER_NICENESS``), so cleaning takes
 what the broker's request handling leaves. A worker never outlives the broker: it asks the kernel for SIGKILL when its
 parent dies (``PR_SET_PDEATHSIG``, Linux) and also checks its parent and the
 broker's stop event between batches, so it cannot write ``.cleaned`` files
@@ -30,7 +30,7 @@ from odradek.storage.cleaner.task import CleanedGroup, CleanResult, CleanTask
 PR_SET_PDEATHSIG = 1
 # Cleaning is background work: on a busy machine the broker's own process
 # (requests) gets the CPU first.
-WORKER_NICENESS = 10
+WORKER_NICENESS = 19
 _parent_pid: int | None = None
 _stop_event: Any = None
 # The offset map is allocated once per worker (like Kafka's per cleaner thread)
