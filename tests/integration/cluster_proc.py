@@ -46,7 +46,8 @@ class PartitionView:
 
 class ClusterProcesses:
     def __init__(self, base: Path, brokers: int = 3, overrides: dict[str, object] | None = None,
-                 racks: dict[int, str] | None = None) -> None:
+                 racks: dict[int, str] | None = None,
+                 broker_overrides: dict[int, dict[str, object]] | None = None) -> None:
         self.base = base
         self.controller_port = free_port()
         common = {
@@ -67,6 +68,7 @@ class ClusterProcesses:
             extra: dict[str, object] = {"process.roles": "broker", "node.id": node_id}
             if racks and node_id in racks:
                 extra["broker.rack"] = racks[node_id]
+            extra.update((broker_overrides or {}).get(node_id, {}))
             self.brokers[node_id] = BrokerProcess(
                 overrides={**common, **extra}, data_dir=base / f"broker-{node_id}"
             )
