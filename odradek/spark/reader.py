@@ -328,12 +328,17 @@ class OdradekBatchReader(DataSourceReader):
 # --------------------------------------------------------------------------
 
 
+def trigger_clock() -> float:
+    """Seconds, for minOffsetsPerTrigger / maxTriggerDelay (a function so tests can move it)."""
+    return time.monotonic()
+
+
 class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: SourceOptions, schema: StructType) -> None:
         self.opts = opts
         self.schema = schema
         self._reader: OffsetReader | None = None
-        self._last_batch_s = time.monotonic()
+        self._last_batch_s = trigger_clock()
         self._available_now_target: dict[TopicPartitionKey, int] | None = None
 
     @property
@@ -386,7 +391,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if isinstance(limit, ReadMaxRows):
             cap = limit.max_rows
         elif isinstance(limit, ReadMinRows):
-            waited_ms = (time.monotonic() - self._last_batch_s) * 1000
+            waited_ms = (trigger_clock() - self._last_batch_s) * 1000
             if available < limit.min_rows and waited_ms < self.opts.max_trigger_delay_ms:
                 return start
             cap = self.opts.max_offsets_per_trigger
@@ -399,7 +404,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             end_dict = to_offset_dict({**begin, **end})
         if end_dict != start:
-            self._last_batch_s = time.monotonic()
+            self._last_batch_s = trigger_clock()
         return end_dict
 
     def reportLatestOffset(self) -> OffsetDict | None:

@@ -2,14 +2,12 @@
 (source topic -> odradek sink, Trigger.AvailableNow) until it ends or is killed.
 
     python -m tests.spark.eo_driver --bootstrap H:P --src T --dst U --checkpoint DIR
-        [--master local[2,3]] [--max-offsets 10] [--crash-after-commit-log B]
+        [--master local[2,3]] [--max-offsets 10]
 
 It is its own process group (the test starts it with start_new_session), and it
 names that group in ODRADEK_SPARK_TEST_CRASH_PGID before Spark starts, so the
 writer's test hook (ODRADEK_SPARK_TEST_CRASH_AT, odradek/spark/writer.py) can
 kill -9 the whole driver — this Python process and its JVM — from a Spark task.
-`--crash-after-commit-log B` is the one kill point the sink cannot see: a thread
-here kills the group as soon as Spark has written the commit log entry of batch B.
 
 Exit 0 and a last stdout line `EO-DONE <json>` when the query finished; 1 with
 the query's error otherwise.
@@ -20,9 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
 import time
 
 QUERY_TIMEOUT_S = 150
@@ -37,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--max-offsets", type=int, default=10)
     ap.add_argument("--guarantee", default="auto")
-    ap.add_argument("--crash-after-commit-log", type=int, default=None)
     args = ap.parse_args(argv)
+    t0 = time.monotonic()
 
     from odradek.spark.writer import CRASH_PGID_ENV
 
@@ -46,19 +42,6 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-
-    if args.crash_after_commit_log is not None:
-        entry = os.path.join(args.checkpoint, "commits", str(args.crash_after_commit_log))
-
-        def watch() -> None:
-            deadline = time.monotonic() + QUERY_TIMEOUT_S
-            while time.monotonic() < deadline:
-                if os.path.exists(entry):
-                    print(f"EO-KILL after commit log {entry}", flush=True)
-                    os.killpg(os.getpgid(0), signal.SIGKILL)
-                time.sleep(0.01)
-
-        threading.Thread(target=watch, daemon=True).start()
 
     from pyspark.sql import SparkSession
 
@@ -73,10 +56,13 @@ def main(argv: list[str] | None = None) -> int:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.python.worker.reuse", "true")
         .config("spark.driver.memory", "512m")
+        # A short-lived test driver: start fast rather than run fast.
+        .config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     odradek.spark.register(spark)
+    print(f"EO-SESSION up after {time.monotonic() - t0:.1f} s", flush=True)
     q = (
         spark.readStream.format("odradek")
         .option("kafka.bootstrap.servers", args.bootstrap)

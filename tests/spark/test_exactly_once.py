@@ -4,14 +4,14 @@
   marker check skips batches already committed (in-process, no Spark job).
 - One chain of real driver processes (tests/spark/eo_driver.py, `local[2,3]`)
   over one input: the driver is killed with kill -9 as the tasks of a batch
-  start, between the task commits of a batch, after all its tasks committed,
-  and after its commit-log entry; task attempts fail after and before their
+  start, between the task commits of a batch, and after all its tasks
+  committed (before Spark's commit log); task attempts fail after and before their
   commit; the broker is killed and restarted while a task holds an open
   transaction. Each run restarts from the checkpoint; the last restart runs in
   this process's session. The output, read with read_committed, holds every
   input row exactly once.
 
-The chain costs four driver start-ups (a JVM each): it is one test on purpose.
+The chain costs three driver start-ups (a JVM each): it is one test on purpose.
 """
 
 from __future__ import annotations
@@ -243,7 +243,7 @@ def test_exactly_once_under_driver_kills_task_failures_and_broker_restart(
             restarted.append(int(flag.name.split("-")[1]))
             flag.unlink()
 
-    # Four drivers, each killed with kill -9 at a different moment of a batch;
+    # Three drivers, each killed with kill -9 at a different moment of a batch;
     # each restarts from the checkpoint and first replays the batch Spark had
     # not committed. They run local[2,3] (a task is tried up to 3 times) and
     # some of their task attempts fail on purpose; in the second, the broker is
@@ -259,12 +259,9 @@ def test_exactly_once_under_driver_kills_task_failures_and_broker_restart(
         # transaction is open (it holds back the last stable offset, so task 0's
         # rows may not be visible yet)
         ("pause-before-commit:2,between-commits:3", [], (30, 35)),
-        # batch 3 again, then batch 4: killed when all its tasks committed, before
-        # Spark's commit log
+        # batch 3 again (task 0 finds its marker), then batch 4: killed when all
+        # its tasks committed, before Spark's commit log
         ("after-tasks:4", [], (50, 50)),
-        # batch 4 again (every task finds its marker), batch 5: killed right after
-        # Spark wrote its commit-log entry (batch 6 may have begun)
-        ("", ["--crash-after-commit-log", "5"], (60, 70)),
     ]
     for points, extra, (low, high) in runs:
         t0 = time.monotonic()
@@ -273,7 +270,16 @@ def test_exactly_once_under_driver_kills_task_failures_and_broker_restart(
             env={CRASH_ENV: points, PAUSE_DIR_ENV: str(pause_dir)}, extra=extra,
             on_poll=restart_broker_when_paused,
         )
-        print(f"driver {points or extra}: rc {rc} after {time.monotonic() - t0:.1f} s")
+        marks = sorted(
+            (f.stat().st_mtime, f"{f.parent.name}/{f.name}")
+            for d in ("offsets", "commits") for f in (checkpoint / d).glob("[0-9]*")
+        )
+        started = time.time() - (time.monotonic() - t0)
+        print(
+            f"driver {points or extra}: rc {rc} after {time.monotonic() - t0:.1f} s; "
+            + " ".join(line.strip() for line in out.splitlines() if line.startswith("EO-SESSION"))
+            + "; " + " ".join(f"{n}@{m - started:.0f}s" for m, n in marks if m >= started)
+        )
         assert rc == -signal.SIGKILL, f"driver not killed at {points} {extra}: rc {rc}\n{out[-3000:]}"
         for point in points.split(","):
             if point.startswith("fail-"):
@@ -285,7 +291,8 @@ def test_exactly_once_under_driver_kills_task_failures_and_broker_restart(
         assert low <= len(seen) <= high, (points, extra, len(seen))
     assert restarted == [2], "the broker was not restarted during batch 2"
 
-    # The last restart runs in this process's session and reads everything.
+    # The last restart runs in this process's session and reads everything
+    # (batch 4 again: every task finds its marker; then batches 5-9).
     q = (
         spark.readStream.format("odradek")
         .option("kafka.bootstrap.servers", bs)
