@@ -1,0 +1,222 @@
+"""What replication costs, and how fast a partition fails over.
+
+    python bench/cluster.py                  # 200k records of 1 KiB, 3 failover rounds
+    python bench/cluster.py --records 50000 --rounds 5
+
+Throughput: one confluent-kafka producer (produce_batch, linger.ms=5,
+acks=all, no compression) sends `--records` records of `--size` bytes to a
+topic with 6 partitions, in the same run to:
+
+  single   one odradek node (process.roles=broker,controller), RF=1
+  cluster  one controller + three brokers on this box, RF=3, min.insync.replicas=2
+
+and reports records/s, MB/s, and the CPU seconds of the broker processes
+(all of them: on a two-core box the cluster's three brokers share the cores,
+so CPU per record is the fairer number) and of the client.
+
+Failover: on the cluster, a topic with one partition, RF=3. A producer sends
+one acks=all record at a time (each waits for its acknowledgement); the
+partition leader is killed with SIGKILL; the clock runs from the kill to the
+acknowledgement of the first record sent after it. Timeouts are lowered as
+Kafka's own tests lower them (broker.session.timeout.ms=2000,
+broker.heartbeat.interval.ms=250): fencing the dead leader dominates.
+
+Results are printed and written to bench/results/cluster-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import psutil
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.broker_proc import BrokerProcess
+from tests.integration.cluster_proc import ClusterProcesses
+
+PARTITIONS = 6
+CHUNK = 1000
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def create(bootstrap: str, topic: str, partitions: int, rf: int,
+           config: dict[str, str] | None = None) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(topic, partitions, rf, config=config or {})]).values():
+        f.result(timeout=30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=5).topics[topic]
+        if md.error is None and len(md.partitions) == partitions and all(
+            p.leader >= 0 and len(p.isrs) == rf for p in md.partitions.values()
+        ):
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{topic} not ready")
+
+
+def throughput(bootstrap: str, topic: str, records: int, size: int,
+               broker_pids: list[int]) -> dict[str, Any]:
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    p = Producer({
+        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+        "compression.type": "none", "batch.size": 1_000_000,
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+        "delivery.report.only.error": True, "on_delivery": on_delivery,
+        "message.timeout.ms": 300_000,
+    })
+    p.list_topics(topic, timeout=15)
+    template = [{"value": os.urandom(size)} for _ in range(CHUNK)]
+    me = psutil.Process()
+    broker0, client0 = cpu_seconds(broker_pids), sum(me.cpu_times()[:2])
+    t0 = time.monotonic()
+    sent = 0
+    calls = 0
+    while sent < records:
+        batch = [dict(m) for m in template[: min(CHUNK, records - sent)]]
+        n = len(batch)
+        while batch:
+            queued = p.produce_batch(topic, batch, partition=calls % PARTITIONS)
+            if queued == len(batch):
+                break
+            batch = [{"value": m["value"]} for m in batch if "_error" in m]
+            p.poll(0.005)
+        calls += 1
+        sent += n
+        p.poll(0)
+    left = p.flush(300)
+    wall = time.monotonic() - t0
+    broker_cpu = cpu_seconds(broker_pids) - broker0
+    client_cpu = sum(me.cpu_times()[:2]) - client0
+    assert left == 0 and not errors, (left, errors[:3])
+    return {
+        "records": records, "size": size, "wall_s": round(wall, 2),
+        "records_per_s": round(records / wall), "mb_per_s": round(records * size / wall / 1e6, 1),
+        "broker_cpu_s": round(broker_cpu, 2), "client_cpu_s": round(client_cpu, 2),
+        "broker_cpu_us_per_record": round(broker_cpu / records * 1e6, 1),
+    }
+
+
+def failover_round(cluster: ClusterProcesses, topic: str) -> float:
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                  "enable.idempotence": True, "linger.ms": 0, "message.timeout.ms": 60_000,
+                  "retry.backoff.ms": 50, "retry.backoff.max.ms": 200,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    for i in range(20):  # warm: connections and metadata
+        p.produce(topic, b"warm", partition=0)
+    p.flush(30)
+    leader = cluster.partitions(topic)[0].leader
+    acked_at: list[float] = []
+    stop = threading.Event()
+
+    def sender() -> None:
+        while not stop.is_set():
+            sent = time.monotonic()
+            done = threading.Event()
+
+            def on_delivery(err: Any, _msg: Any, sent: float = sent,
+                            done: threading.Event = done) -> None:
+                if err is None:
+                    acked_at.append(sent)
+                done.set()
+
+            p.produce(topic, b"x", partition=0, on_delivery=on_delivery)
+            while not done.is_set() and not stop.is_set():
+                p.poll(0.01)
+            if acked_at and acked_at[-1] > killed_at[0]:
+                return
+
+    killed_at = [float("inf")]
+    t = threading.Thread(target=sender, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    killed_at[0] = time.monotonic()
+    cluster.brokers[leader].kill9()
+    t.join(60)
+    stop.set()
+    first = next((a for a in acked_at if a > killed_at[0]), None)
+    assert first is not None, "no acknowledged produce after the kill within 60 s"
+    # the acknowledgement time of that record: now minus nothing we know better than
+    # its delivery; take the time the sender saw it
+    elapsed = time.monotonic() - killed_at[0]
+    cluster.brokers[leader].restart()
+    cluster.wait_for_partition(topic, 0, lambda v: len(v.isr) == 3, "ISR whole", timeout_s=60)
+    p.flush(10)
+    return elapsed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=3, help="failover rounds")
+    args = ap.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="odradek-bench-cluster-"))
+    result: dict[str, Any] = {"box_cpus": os.cpu_count()}
+
+    single = BrokerProcess(data_dir=base / "single").start()
+    try:
+        create(single.bootstrap, "bench", PARTITIONS, 1)
+        result["single_rf1"] = throughput(single.bootstrap, "bench", args.records, args.size,
+                                          [single.pid or 0])
+        print("single node, RF=1, acks=all:", result["single_rf1"], flush=True)
+    finally:
+        single.close()
+
+    cluster = ClusterProcesses(base / "cluster", brokers=3).start()
+    try:
+        create(cluster.bootstrap, "bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
+        pids = [b.pid or 0 for b in cluster.brokers.values()] + [cluster.controller.pid or 0]
+        result["cluster_rf3"] = throughput(cluster.bootstrap, "bench", args.records, args.size,
+                                           pids)
+        print("3 brokers, RF=3, acks=all:", result["cluster_rf3"], flush=True)
+        create(cluster.bootstrap, "failover", 1, 3, {"min.insync.replicas": "2"})
+        times = [failover_round(cluster, "failover") for _ in range(args.rounds)]
+        result["failover_s"] = [round(t, 2) for t in times]
+        result["failover_median_s"] = round(statistics.median(times), 2)
+        print("failover (kill -9 of the leader -> first acks=all ack):", result["failover_s"],
+              flush=True)
+    finally:
+        cluster.close()
+    s, c = result["single_rf1"], result["cluster_rf3"]
+    result["throughput_ratio_rf3_vs_rf1"] = round(c["records_per_s"] / s["records_per_s"], 2)
+    result["cpu_ratio_per_record"] = round(
+        c["broker_cpu_us_per_record"] / s["broker_cpu_us_per_record"], 2)
+    out = Path(__file__).parent / "results" / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
