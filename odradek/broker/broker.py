@@ -106,6 +106,9 @@ class Broker:
             BrokerLifecycle(self) if "controller" not in roles else None
         )
         self.is_broker = "broker" in roles
+        # a broker-only node's next producer id block, fetched ahead
+        self._next_producer_ids: tuple[int, int] | None = None
+        self._producer_id_prefetch: asyncio.Task[None] | None = None
         self.handlers: dict[int, Handler] = HANDLERS
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots")
@@ -170,6 +173,11 @@ class Broker:
             if not await self.lifecycle.wait_ready(BROKER_STARTUP_WAIT_S):
                 log.warning("not unfenced by the controller after %.0f s; serving anyway",
                             BROKER_STARTUP_WAIT_S)
+            else:
+                self._producer_ids = (0, 0)  # empty: the first call takes a block
+                self._producer_id_prefetch = asyncio.get_running_loop().create_task(
+                    self._prefetch_producer_ids()
+                )
         self.group_coordinator.start()
         self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
@@ -283,15 +291,35 @@ class Broker:
 
     async def ensure_producer_ids(self) -> None:
         """A broker-only node takes producer id blocks from the controller
-        (AllocateProducerIds) before it hands out an id."""
+        (AllocateProducerIds) before it hands out an id. As Kafka's
+        RPCProducerIdManager does, it fetches the next block ahead (at start,
+        and when 90% of the current one is used), so a controller that is away
+        for a while does not stop idempotent producers at once."""
         if self.lifecycle is None:
             return
-        nxt, end = self._producer_ids
-        if nxt < end:
-            return
-        start, length = await self.lifecycle.allocate_producer_ids()
         if self._producer_ids[0] >= self._producer_ids[1]:
-            self._producer_ids = (start, start + length)
+            if self._next_producer_ids is None:
+                start, length = await self.lifecycle.allocate_producer_ids()
+                self._next_producer_ids = (start, start + length)
+            if self._producer_ids[0] >= self._producer_ids[1]:
+                self._producer_ids, self._next_producer_ids = self._next_producer_ids, None
+        nxt, end = self._producer_ids
+        if (self._next_producer_ids is None and self._producer_id_prefetch is None
+                and end - nxt <= PRODUCER_ID_BLOCK_SIZE // 10):
+            self._producer_id_prefetch = asyncio.get_running_loop().create_task(
+                self._prefetch_producer_ids()
+            )
+
+    async def _prefetch_producer_ids(self) -> None:
+        assert self.lifecycle is not None
+        try:
+            start, length = await self.lifecycle.allocate_producer_ids()
+            if self._next_producer_ids is None:
+                self._next_producer_ids = (start, start + length)
+        except ChannelError as e:
+            log.info("producer id block not fetched ahead: %s", e)
+        finally:
+            self._producer_id_prefetch = None
 
     def next_producer_id(self) -> int:
         nxt, end = self._producer_ids

@@ -266,7 +266,8 @@ class GroupCoordinatorService:
                     log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, p, e)
                     ok = False
                     break
-                # One replica in the ISR: the high watermark follows the log end offset.
-                part.log.high_watermark = part.log.log_end_offset
+                # The high watermark: the smallest log end offset over the ISR
+                # (alone in it, ours) (broker/replication.py).
+                self.broker.replication.on_leader_append(part)
                 rm.purgatory.notify((OFFSETS_TOPIC, p))
         return ok

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...protocol import api
 from ..context import RequestContext
+from ..kafka_client import ChannelError
 from . import errors as E
 from .txn import init_transactional_producer_id
 
@@ -34,7 +35,12 @@ async def handle_init_producer_id(
     if producer_id >= 0 and 0 <= epoch < MAX_EPOCH - 1:
         return {"error_code": 0, "producer_id": producer_id, "producer_epoch": epoch + 1}
     async with broker.metadata_lock:
-        await broker.ensure_producer_ids()  # a broker-only node asks the controller
+        try:
+            await broker.ensure_producer_ids()  # a broker-only node asks the controller
+        except ChannelError:
+            # no block and no controller: retriable, the client asks again
+            return {"error_code": E.COORDINATOR_NOT_AVAILABLE, "producer_id": -1,
+                    "producer_epoch": -1}
         new_id = broker.next_producer_id()
     return {"error_code": 0, "producer_id": new_id, "producer_epoch": 0}
 
