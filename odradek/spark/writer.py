@@ -416,14 +416,13 @@ def crash_hook(stage: str, batch_id: int, partition: int = 0, attempt: int = 0) 
             if stage == point[len("fail-"):]:
                 _note(f"{point}:{batch_id} partition {partition}: failing attempt 0")
                 raise InjectedTaskFailure(f"{point}:{batch_id} partition {partition} attempt 0")
-        elif point == "pause-before-commit" and stage == "before-commit":
-            if partition == 0 and attempt == 0:
-                _note(f"{point}:{batch_id}: pausing")
-                flag = os.path.join(os.environ[PAUSE_DIR_ENV], f"paused-{batch_id}")
-                open(flag, "w").close()
-                deadline = time.monotonic() + HOOK_WAIT_S
-                while os.path.exists(flag) and time.monotonic() < deadline:
-                    time.sleep(0.1)
+        elif point == "pause-before-commit" and stage == "before-commit" and (partition, attempt) == (0, 0):
+            _note(f"{point}:{batch_id}: pausing")
+            flag = os.path.join(os.environ[PAUSE_DIR_ENV], f"paused-{batch_id}")
+            open(flag, "w").close()
+            deadline = time.monotonic() + HOOK_WAIT_S
+            while os.path.exists(flag) and time.monotonic() < deadline:
+                time.sleep(0.1)
 
 
 def _note(what: str) -> None:

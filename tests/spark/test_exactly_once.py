@@ -218,6 +218,7 @@ def _run_driver(
     return proc.returncode, out
 
 
+@pytest.mark.timeout(600)  # three driver start-ups: ~3 min on a loaded 2-core box
 def test_exactly_once_under_driver_kills_task_failures_and_broker_restart(
     spark: Any, spark_broker: BrokerProcess, tmp_path: Path, topic_name: str
 ) -> None:

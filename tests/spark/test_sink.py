@@ -1,5 +1,5 @@
-"""format("odradek") as a sink: a batch write read back, and a streaming write
-(at-least-once until the broker serves transactions) read back."""
+"""format("odradek") as a sink: a batch write read back, and an at-least-once
+streaming write read back; exactly-once being refused without transactions."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from odradek.spark import writer as writer_mod
 from odradek.spark.broker import broker_supports_transactions
 from tests.spark.conftest import SPARK_TIMEOUT_S
 from tests.spark.helpers import create_topic, produce
@@ -75,13 +76,9 @@ def test_streaming_write_at_least_once_then_read_back(
             .start()
         )
 
-    if not broker_supports_transactions(bs):
-        # Exactly-once needs the broker's transactions: asking for it is refused
-        # when the query starts, before any batch.
-        refused = query("exactly-once", str(tmp_path / "eo"))
-        with pytest.raises(Exception, match="'deliveryGuarantee': exactly-once needs a broker"):
-            refused.awaitTermination(SPARK_TIMEOUT_S)
-
+    # odradek serves transactions, so `auto` is exactly-once (the exactly-once
+    # tests are in test_exactly_once.py); this one asks for at-least-once.
+    assert broker_supports_transactions(bs)
     q = query("at-least-once", str(tmp_path / "alo"))
     assert q.awaitTermination(SPARK_TIMEOUT_S), "availableNow query did not finish"
     assert q.exception() is None, q.exception()
@@ -89,3 +86,21 @@ def test_streaming_write_at_least_once_then_read_back(
     assert Counter((r.key, r.value) for r in back) == Counter(
         (f"k{i}".encode(), f"V{i}".encode()) for i in range(60)
     )
+
+
+def test_exactly_once_refused_without_broker_transactions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """decide_exactly_once, as the stream writer runs it when the query starts,
+    against a broker that does not serve transactions (the probe says no)."""
+    from odradek.spark.options import parse_sink_options
+
+    monkeypatch.setattr(writer_mod, "broker_supports_transactions", lambda *_a, **_k: False)
+
+    def opts(guarantee: str) -> Any:
+        return parse_sink_options(
+            {"kafka.bootstrap.servers": "127.0.0.1:1", "topic": "t", "deliveryGuarantee": guarantee}
+        )
+
+    with pytest.raises(Exception, match="'deliveryGuarantee': exactly-once needs a broker"):
+        writer_mod.decide_exactly_once(opts("exactly-once"))
+    assert writer_mod.decide_exactly_once(opts("auto")) is False
+    assert writer_mod.decide_exactly_once(opts("at-least-once")) is False
