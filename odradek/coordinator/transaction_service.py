@@ -45,7 +45,7 @@ from .transaction import (
     TxnOut,
 )
 from .transaction_log import CorruptTxnRecord, TxnLogValue, decode_key, decode_value
-from .txn_markers import advance_high_watermark, write_marker
+from .txn_markers import RemoteMarkers, advance_high_watermark, write_marker
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
@@ -82,6 +82,9 @@ class TransactionCoordinatorService:
         self.producer_expiration_ms: int = c.get("producer.id.expiration.ms")
         self.producer_check_ms: int = c.get("producer.id.expiration.check.interval.ms")
         self.crash_after_prepare = os.environ.get(CRASH_AFTER_PREPARE_ENV) == "1"
+        self.remote = RemoteMarkers(broker)
+        self._running: set[str] = set()  # transactional ids whose markers are being written
+        self._tasks: set[asyncio.Task[bool]] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -90,6 +93,7 @@ class TransactionCoordinatorService:
         self._task = asyncio.get_running_loop().create_task(self._timer())
 
     async def stop(self) -> None:
+        self.remote.close()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -114,7 +118,7 @@ class TransactionCoordinatorService:
                 if now - last_expire >= self.expire_interval_ms:
                     last_expire = now
                     self.core.expire_transactional_ids(now, out)
-                self.apply(out)
+                await self.apply(out)
                 if now - last_producers >= self.producer_check_ms:
                     last_producers = now
                     self._expire_producers(now)
@@ -141,7 +145,9 @@ class TransactionCoordinatorService:
             self._load(p, out)
         if out.records or out.jobs:
             # Loading found transactions between the two phases: finish them.
-            asyncio.get_running_loop().call_soon(self.apply, out)
+            task = asyncio.get_running_loop().create_task(self.apply(out))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
     def _load(self, partition: int, out: TxnOut) -> None:
         part = self.broker.replica_manager.get(TRANSACTION_STATE_TOPIC, partition)
@@ -214,9 +220,9 @@ class TransactionCoordinatorService:
         return E.NONE
 
     # -- effects ------------------------------------------------------------------------------
-    def apply(self, out: TxnOut) -> bool:
+    async def apply(self, out: TxnOut) -> bool:
         """Append the records, then run the marker jobs (each ends with its
-        Complete record). False if an append failed."""
+        Complete record). False if an append or a marker failed."""
         ok = self._write(out.records)
         out.records = []
         jobs, out.jobs = out.jobs, []
@@ -225,17 +231,38 @@ class TransactionCoordinatorService:
                 log.warning("%s=1: killing the broker after PrepareCommit of %r",
                             CRASH_AFTER_PREPARE_ENV, job.transactional_id)
                 os.kill(os.getpid(), signal.SIGKILL)
-            ok = self._run_job(job) and ok
+            if job.transactional_id in self._running:
+                continue  # already being written (a retry found it in Prepare*)
+            self._running.add(job.transactional_id)
+            try:
+                ok = await self._run_job(job) and ok
+            finally:
+                self._running.discard(job.transactional_id)
         return ok
 
-    def _run_job(self, job: MarkerJob) -> bool:
+    async def _run_job(self, job: MarkerJob) -> bool:
+        """Markers on the partitions this broker leads are appended here; the
+        others go to their leaders in one WriteTxnMarkers request per broker."""
         coordinator_epoch = self._coordinator_epoch(job.transactional_id)
         failed = []
+        remote: dict[int, list[tuple[str, int]]] = {}
         for topic, partition in job.partitions:
+            leader = self.remote.leader_of(topic, partition)
+            if leader is not None and leader != self.broker.node_id:
+                remote.setdefault(leader, []).append((topic, partition))
+                continue
             code = write_marker(self.broker, topic, partition, job.producer_id,
                                 job.producer_epoch, job.commit, coordinator_epoch)
             if code not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
                 failed.append((topic, partition, code))
+        if remote:
+            sent = await asyncio.gather(*(
+                self.remote.send(node, parts, job.producer_id, job.producer_epoch,
+                                 job.commit, coordinator_epoch)
+                for node, parts in remote.items()))
+            for codes in sent:
+                failed += [(t, p, c) for (t, p), c in codes.items()
+                           if c not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION)]
         if failed:
             # Kafka retries until the markers are written; the job stays in
             # Prepare* and is retried at the next load. Log loudly.
@@ -298,7 +325,7 @@ class TransactionCoordinatorService:
                     transactional_id, timeout_ms, producer_id, producer_epoch,
                     self.clock_ms(), self._new_producer_id, out)
             fenced = bool(out.jobs)
-            if not self.apply(out):
+            if not await self.apply(out):
                 return E.COORDINATOR_NOT_AVAILABLE, -1, -1
             if result[0] != CONCURRENT_TRANSACTIONS or not fenced:
                 break

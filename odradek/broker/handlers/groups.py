@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from ...coordinator import errors as CE
 from ...coordinator.classic import JoinRequest, SyncRequest, join_error, sync_error
 from ...coordinator.consumer import HeartbeatRequest, heartbeat_error
-from ...coordinator.core import OffsetCommit, Out
+from ...coordinator.core import OFFSETS_TOPIC, OffsetCommit, Out
 from ...coordinator.service import GroupCoordinatorService
+from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
 from ...protocol import api
 from ..context import RequestContext
 from . import errors as E
@@ -62,9 +63,11 @@ async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any)
         created = await service.ensure_offsets_topic()
     elif key_type == KEY_TYPE_TRANSACTION:
         created = await broker.txn_coordinator.ensure_topic()
-    me = next(
-        (b for b in brokers_for(broker.image, ctx.listener) if b["node_id"] == broker.node_id), None
-    )
+    live = {b["node_id"]: b for b in brokers_for(broker.image, ctx.listener)}
+    me = live.get(broker.node_id)
+    core = service.core if key_type == KEY_TYPE_GROUP else broker.txn_coordinator.core
+    internal = broker.image.topics_by_name.get(
+        OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TRANSACTION_STATE_TOPIC)
     for key in keys:
         entry: dict[str, Any] = {
             "key": key,
@@ -80,11 +83,15 @@ async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any)
         elif created != E.NONE or me is None:
             entry["error_code"] = E.COORDINATOR_NOT_AVAILABLE
         else:
-            # Any key, "" included, hashes to a partition (old clients look up "").
-            core = service.core if key_type == KEY_TYPE_GROUP else broker.txn_coordinator.core
+            # Any key, "" included, hashes to a partition (old clients look up "");
+            # its coordinator is that partition's leader, here or on another broker.
+            part = internal.partitions.get(core.partition_for(key)) if internal else None
+            leader = live.get(part.leader) if part is not None else None
             code = core.coordinator_error(key)
             if code == E.NONE:
                 entry.update(node_id=me["node_id"], host=me["host"], port=me["port"])
+            elif leader is not None and leader["node_id"] != broker.node_id:
+                entry.update(node_id=leader["node_id"], host=leader["host"], port=leader["port"])
             else:
                 entry["error_code"] = code
         results.append(entry)

@@ -49,14 +49,16 @@ async def init_transactional_producer_id(broker: Broker, req: Any) -> dict[str, 
 # -- AddPartitionsToTxn -------------------------------------------------------------------
 
 
-def _add_partitions(broker: Broker, tid: str, pid: int, epoch: int, topics: Any,
+async def _add_partitions(broker: Broker, tid: str, pid: int, epoch: int, topics: Any,
                     verify_only: bool) -> list[dict[str, Any]]:
     service = _service(broker)
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
-    for tp in wanted:
-        if broker.replica_manager.get(*tp) is None:
-            errors[tp] = E.UNKNOWN_TOPIC_OR_PARTITION
+    image = broker.image
+    for topic, p in wanted:  # any broker may lead it: the metadata image knows
+        t = image.topics_by_name.get(topic)
+        if t is None or p not in t.partitions:
+            errors[(topic, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
     if verify_only:
         for tp in wanted:
             if tp not in errors:
@@ -67,7 +69,7 @@ def _add_partitions(broker: Broker, tid: str, pid: int, epoch: int, topics: Any,
     else:
         out = TxnOut()
         code = service.core.add_partitions(tid, pid, epoch, wanted, _now(), out)
-        if code == E.NONE and not service.apply(out):
+        if code == E.NONE and not await service.apply(out):
             code = E.COORDINATOR_NOT_AVAILABLE
         errors = {tp: code for tp in wanted}
     by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -81,7 +83,7 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req:
                                        ) -> dict[str, Any]:
     await _service(broker).ensure_topic()
     if ctx.api_version <= 3:
-        results = _add_partitions(
+        results = await _add_partitions(
             broker, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
             req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)
         return {"results_by_topic_v3_and_below": results}
@@ -89,8 +91,9 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req:
         "error_code": E.NONE,
         "results_by_transaction": [
             {"transactional_id": t.transactional_id,
-             "topic_results": _add_partitions(broker, t.transactional_id, t.producer_id,
-                                              t.producer_epoch, t.topics, t.verify_only)}
+             "topic_results": await _add_partitions(
+                 broker, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
+                 t.verify_only)}
             for t in req.transactions
         ],
     }
@@ -109,7 +112,7 @@ async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: An
     out = TxnOut()
     code = service.core.add_partitions(req.transactional_id, req.producer_id,
                                        req.producer_epoch, [tp], _now(), out)
-    if code == E.NONE and not service.apply(out):
+    if code == E.NONE and not await service.apply(out):
         code = E.COORDINATOR_NOT_AVAILABLE
     return {"error_code": code}
 
@@ -187,7 +190,7 @@ async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[
     out = TxnOut()
     code = service.core.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
                                 req.committed, _now(), out)
-    if code == E.NONE and not service.apply(out):
+    if code == E.NONE and not await service.apply(out):
         code = E.COORDINATOR_NOT_AVAILABLE
     return {"error_code": code}
 
