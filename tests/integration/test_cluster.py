@@ -45,7 +45,7 @@ def _produce_acks_all(bootstrap: str, topic: str, values: list[bytes],
                       partition: int = 0) -> list[int]:
     """Produce with acks=all and idempotence; returns the acknowledged offsets."""
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                  "message.timeout.ms": 30000, "topic.metadata.refresh.interval.ms": 1000})
+                  "message.timeout.ms": 60000, "topic.metadata.refresh.interval.ms": 1000})
     offsets: list[int] = []
     errors: list[str] = []
 
