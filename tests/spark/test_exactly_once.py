@@ -43,8 +43,8 @@ from tests.spark.helpers import create_topic, produce
 
 CHILD_TIMEOUT_S = 240
 PARTITIONS = 2
-PER_PARTITION = 50
-MAX_PER_TRIGGER = 10  # 5 + 5 rows a batch: batches 0..9
+PER_PARTITION = 40
+MAX_PER_TRIGGER = 10  # 5 + 5 rows a batch: batches 0..7
 
 
 def committed_values(bootstrap: str, topic: str, timeout_s: float = 30) -> list[bytes]:
@@ -293,7 +293,7 @@ def test_exactly_once_under_driver_kills_task_failures_and_broker_restart(
     assert restarted == [2], "the broker was not restarted during batch 2"
 
     # The last restart runs in this process's session and reads everything
-    # (batch 4 again: every task finds its marker; then batches 5-9).
+    # (batch 4 again: every task finds its marker; then batches 5-7).
     q = (
         spark.readStream.format("odradek")
         .option("kafka.bootstrap.servers", bs)
