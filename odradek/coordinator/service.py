@@ -19,13 +19,12 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..metadata.controller import NewTopic
 from ..metadata.image import MetadataImage
 from ..protocol import records as batches
-from . import errors as E
 from .classic import GroupLimits
 from .consumer import ConsumerConfig
 from .core import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, Out
+from .internal_topic import ensure_internal_topic
 from .txn_offsets import held_to_pending, replay_batch
 
 if TYPE_CHECKING:
@@ -177,39 +176,16 @@ class GroupCoordinatorService:
 
     async def ensure_offsets_topic(self) -> int:
         """Create `__consumer_offsets` if it does not exist; returns an error code."""
-        if OFFSETS_TOPIC in self.broker.image.topics_by_name:
-            return E.NONE
-        async with self._create_lock:
-            if OFFSETS_TOPIC in self.broker.image.topics_by_name:
-                return E.NONE
-            c = self.broker.config
-            live = sum(1 for b in self.broker.image.brokers.values() if not b.fenced)
-            rf = max(1, min(c.get("offsets.topic.replication.factor"), live))
-            topic = NewTopic(
-                name=OFFSETS_TOPIC,
-                num_partitions=c.get("offsets.topic.num.partitions"),
-                replication_factor=rf,
-                assignments={},
-                configs={
-                    "cleanup.policy": "compact",
-                    "compression.type": "producer",
-                    "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
-                },
-            )
-            from ..broker.handlers.admin import create_topics
-
-            results = await create_topics(self.broker, [topic], False)
-            result = results[OFFSETS_TOPIC]
-            if result.error_code not in (0, 36):  # 36 TOPIC_ALREADY_EXISTS
-                log.error("cannot create %s: %s", OFFSETS_TOPIC, result.error_message)
-                return E.COORDINATOR_NOT_AVAILABLE
-            log.info(
-                "created %s with %d partitions, replication factor %d",
-                OFFSETS_TOPIC,
-                topic.num_partitions,
-                rf,
-            )
-        return E.NONE
+        c = self.broker.config
+        return await ensure_internal_topic(
+            self.broker, self._create_lock, OFFSETS_TOPIC,
+            c.get("offsets.topic.num.partitions"), c.get("offsets.topic.replication.factor"),
+            lambda rf: {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
+            },
+        )
 
     # -- effects ------------------------------------------------------------------------------
 

@@ -32,10 +32,10 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..metadata.controller import NewTopic
 from ..metadata.image import MetadataImage
 from ..protocol import records as batches
 from . import errors as E
+from .internal_topic import ensure_internal_topic
 from .transaction import (
     CONCURRENT_TRANSACTIONS,
     TRANSACTION_STATE_TOPIC,
@@ -188,36 +188,18 @@ class TransactionCoordinatorService:
                      TRANSACTION_STATE_TOPIC, partition, count, len(out.jobs))
 
     async def ensure_topic(self) -> int:
-        if TRANSACTION_STATE_TOPIC in self.broker.image.topics_by_name:
-            return E.NONE
-        async with self._create_lock:
-            if TRANSACTION_STATE_TOPIC in self.broker.image.topics_by_name:
-                return E.NONE
-            c = self.broker.config
-            live = sum(1 for b in self.broker.image.brokers.values() if not b.fenced)
-            rf = max(1, min(c.get("transaction.state.log.replication.factor"), live))
-            topic = NewTopic(
-                name=TRANSACTION_STATE_TOPIC,
-                num_partitions=c.get("transaction.state.log.num.partitions"),
-                replication_factor=rf,
-                assignments={},
-                configs={
-                    "cleanup.policy": "compact",
-                    "compression.type": "uncompressed",
-                    "min.insync.replicas": str(min(rf, c.get("transaction.state.log.min.isr"))),
-                    "segment.bytes": str(c.get("transaction.state.log.segment.bytes")),
-                },
-            )
-            from ..broker.handlers.admin import create_topics
-
-            results = await create_topics(self.broker, [topic], False)
-            result = results[TRANSACTION_STATE_TOPIC]
-            if result.error_code not in (0, 36):
-                log.error("cannot create %s: %s", TRANSACTION_STATE_TOPIC, result.error_message)
-                return E.COORDINATOR_NOT_AVAILABLE
-            log.info("created %s with %d partitions, replication factor %d",
-                     TRANSACTION_STATE_TOPIC, topic.num_partitions, rf)
-        return E.NONE
+        c = self.broker.config
+        return await ensure_internal_topic(
+            self.broker, self._create_lock, TRANSACTION_STATE_TOPIC,
+            c.get("transaction.state.log.num.partitions"),
+            c.get("transaction.state.log.replication.factor"),
+            lambda rf: {
+                "cleanup.policy": "compact",
+                "compression.type": "uncompressed",
+                "min.insync.replicas": str(min(rf, c.get("transaction.state.log.min.isr"))),
+                "segment.bytes": str(c.get("transaction.state.log.segment.bytes")),
+            },
+        )
 
     # -- effects ------------------------------------------------------------------------------
     async def apply(self, out: TxnOut) -> bool:
