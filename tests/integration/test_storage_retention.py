@@ -201,10 +201,13 @@ def test_roll_by_segment_ms_and_by_full_index(broker_factory, topic_name):
                **ONE_PER_BATCH)
     assert [p.name[:20] for p in segment_files(partition_dir(proc, by_time))] == [
         f"{0:020d}", f"{2:020d}", f"{4:020d}"]
-    # segment.index.bytes=40 holds 5 offset entries (3 time entries, one slot kept
-    # for the final one): the segment rolls when an index is full.
+    # segment.index.bytes=40 holds 5 offset entries or 3 time entries, and the time
+    # index reports full at 2 (one slot kept for the final entry written on roll,
+    # which is only written when the max timestamp moved past the last entry).
+    # Timestamps one ms apart make every index entry a time entry too.
     ck_produce(proc.bootstrap, by_index,
-               [Out(value=b"." * 150, partition=0) for _ in range(40)], **ONE_PER_BATCH)
+               [Out(value=b"." * 150, partition=0, timestamp=t0 + i) for i in range(40)],
+               **ONE_PER_BATCH)
     d = partition_dir(proc, by_index)
     logs = segment_files(d)
     assert len(logs) >= 3
@@ -214,7 +217,8 @@ def test_roll_by_segment_ms_and_by_full_index(broker_factory, topic_name):
         offset_entries = (d / f"{stem}.index").stat().st_size // 8
         time_entries = (d / f"{stem}.timeindex").stat().st_size // 12
         # trimmed on roll, and one of the two was full
-        assert offset_entries == 5 or time_entries == 3, (offset_entries, time_entries)
+        assert offset_entries == 5 or time_entries >= 2, (offset_entries, time_entries)
+        assert offset_entries >= 2  # interval 100 B, batches ~220 B: an entry each
         assert offset_entries <= 5 and time_entries <= 3
     result = dump_log_verify(logs + index_files(d))
     assert result.returncode == 0, result.stdout + result.stderr
