@@ -23,7 +23,11 @@ The shape is KRaft's (KIP-595, KIP-996):
   for `controller.quorum.fetch.timeout.ms` does the same. A Prospective asks
   every voter for a pre-vote in its current epoch; it changes nobody's state
   and is granted when the asker's log is at least as up to date and the voter
-  is not following a leader it has fetched from. A majority of pre-votes makes
+  is not following a leader it has fetched from. An answer naming a leader
+  makes a Prospective follow it only if the epoch is newer or it is not the
+  leader this node timed out on (KIP-996); a Prospective that loses or times
+  out goes back to following the leader it timed out on, if any (it fetches
+  again; not having fetched, it grants pre-votes). A majority of pre-votes makes
   it a Candidate: epoch + 1, a vote for itself (persisted), Vote requests.
   A majority of votes makes it Leader. A lost election backs off for a random
   time up to `controller.quorum.election.backoff.max.ms`.
@@ -155,7 +159,9 @@ class RaftCore:
             else:
                 self._tick_follower()
         elif now >= self._election_deadline_ms:
-            if self.is_voter:
+            if self._retained_leader() != NO_ID:
+                self._become_follower(self.epoch, self._retained_leader())
+            elif self.is_voter:
                 self._become_prospective()
             else:
                 self._reset_election_timer()
@@ -457,13 +463,28 @@ class RaftCore:
         return self.election.voted_id in (NO_ID, req.replica_id) and up_to_date
 
     def _on_vote_response(self, src: int, resp: M.VoteResponse) -> None:
-        if self._observe(resp.leader_epoch, resp.leader_id) or resp.leader_epoch != self.epoch:
+        # KIP-996: a Prospective that timed out on its leader keeps its
+        # election when a voter still names that leader in the same epoch
+        # (the voter has not timed out yet); only a newer epoch or a leader
+        # it did not know makes it follow. Going back to the dead leader here
+        # is how two survivors could stall forever, each pulling the other back.
+        timed_out_on_named_leader = (
+            self.state == State.PROSPECTIVE
+            and resp.leader_epoch == self.epoch
+            and resp.leader_id == self.election.leader_id != NO_ID
+        )
+        if not timed_out_on_named_leader and self._observe(resp.leader_epoch, resp.leader_id):
+            return
+        if resp.leader_epoch != self.epoch:
             return
         if src not in self.voters:
             return
         if resp.pre_vote and self.state == State.PROSPECTIVE:
             (self._votes_granted if resp.vote_granted else self._votes_rejected).add(src)
             self._maybe_win_pre_vote()
+            lost = len(self._votes_rejected) >= self.voters.majority
+            if self.state == State.PROSPECTIVE and lost and self._retained_leader() != NO_ID:
+                self._become_follower(self.epoch, self._retained_leader())
         elif not resp.pre_vote and self.state == State.CANDIDATE:
             (self._votes_granted if resp.vote_granted else self._votes_rejected).add(src)
             if not self._maybe_win_election() and len(self._votes_rejected) >= self.voters.majority:
@@ -471,6 +492,17 @@ class RaftCore:
                 self._election_deadline_ms = min(
                     self._election_deadline_ms, self.now_ms + self._backoff_ms()
                 )
+
+    def _retained_leader(self) -> int:
+        """A Prospective's last known leader (the one it timed out on), else NO_ID.
+
+        KIP-996: a Prospective that loses or times out its pre-vote goes back
+        to following that leader. If the leader is alive, the node fetches
+        again; if not, it times out again, and meanwhile (not having fetched)
+        it grants the other voters' pre-votes."""
+        if self.state != State.PROSPECTIVE or self.election.leader_id == self.node_id:
+            return NO_ID
+        return self.election.leader_id
 
     def _maybe_win_pre_vote(self) -> None:
         if len(self._votes_granted) >= self.voters.majority:
@@ -563,10 +595,15 @@ class RaftCore:
         start = log.log_start_offset
         if fetch_offset == 0 and start == 0:
             return None
-        at_snapshot = (
-            snapshot_id is not None
-            and fetch_offset == snapshot_id.offset == start
-            and last_fetched_epoch != snapshot_id.epoch
+        # Kafka's validateOffsetAndEpoch: the snapshot, if the fetch is at its
+        # offset in another epoch, or the fetch's epoch is older than the
+        # snapshot's (where that epoch ends is inside the snapshot, unknown).
+        at_snapshot = snapshot_id is not None and (
+            (
+                fetch_offset == snapshot_id.offset == start
+                and last_fetched_epoch != snapshot_id.epoch
+            )
+            or last_fetched_epoch < snapshot_id.epoch
         )
         if fetch_offset < start or at_snapshot:
             assert snapshot_id is not None, "a log that starts past 0 has a snapshot"

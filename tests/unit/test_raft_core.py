@@ -163,6 +163,29 @@ def test_prospective_told_of_a_leader_follows_it() -> None:
     assert core.state == State.FOLLOWER and core.leader_id == 3
 
 
+def test_prospective_that_timed_out_on_its_leader_is_not_pulled_back_by_a_pre_vote_answer() -> None:
+    core = follower_of_2()
+    core.tick(CONFIG.fetch_timeout_ms)
+    assert core.state == State.PROSPECTIVE and core.leader_id == 2
+    # Node 3 has not timed out on node 2 yet: it refuses and names it.
+    now = CONFIG.fetch_timeout_ms
+    deliver(core, 3, M.VoteResponse(M.NONE, 2, 1, False, pre_vote=True), now)
+    assert core.state == State.PROSPECTIVE
+    # A newer epoch's leader still wins.
+    deliver(core, 3, M.VoteResponse(M.NONE, 3, 2, False, pre_vote=True), now)
+    assert core.state == State.FOLLOWER and core.leader_id == 3 and core.epoch == 2
+
+
+def test_prospective_that_timed_out_on_its_leader_counts_a_grant_naming_it() -> None:
+    core = follower_of_2()
+    core.tick(CONFIG.fetch_timeout_ms)
+    effects = deliver(
+        core, 3, M.VoteResponse(M.NONE, 2, 1, True, pre_vote=True), CONFIG.fetch_timeout_ms
+    )
+    assert core.state == State.CANDIDATE and core.epoch == 2
+    assert len(bodies(effects, M.VoteRequest)) == 2
+
+
 def test_lost_election_backs_off_then_runs_a_pre_vote_again() -> None:
     core, _ = make()
     core.tick(5000)
@@ -349,6 +372,15 @@ def test_fetch_at_the_snapshot_boundary_with_its_epoch_is_valid() -> None:
     core.create_snapshot(OffsetAndEpoch(3, 1), b"s")
     (answer,) = bodies(deliver(core, 3, M.FetchRequest(3, 1, 3, 1), 5000), M.FetchResponse)
     assert answer.records is not None and answer.records.base_offset == 3
+
+
+def test_fetch_past_the_snapshot_in_an_epoch_older_than_the_snapshot_gets_the_snapshot() -> None:
+    # Found by simulation seed 220: the follower's epoch 0 ends somewhere inside
+    # the snapshot, so a diverging epoch would send it below its high watermark.
+    core = committed_leader()
+    core.create_snapshot(OffsetAndEpoch(3, 1), b"s")
+    (answer,) = bodies(deliver(core, 3, M.FetchRequest(3, 1, 4, 0), 5000), M.FetchResponse)
+    assert answer.snapshot_id == OffsetAndEpoch(3, 1) and answer.diverging_epoch is None
 
 
 # -- formats ---------------------------------------------------------------------------------
