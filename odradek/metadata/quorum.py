@@ -2,16 +2,22 @@
 
 A single node is a one-voter quorum: an append is committed as soon as it is
 durable on the voter's disk (written and fsynced), then applied to the image
-and published to listeners. The Raft implementation (a later issue) replaces
-`commit` with replication to a majority; the interface stays:
+and published to listeners. With several voters `raft_quorum.py` replaces it
+(the Raft core replicates to a majority); the interface stays:
 
     quorum.load()               -> replays __cluster_metadata-0 into the image
-    quorum.append(records)      -> commits one batch atomically, returns the image
+    await quorum.commit(records) -> commits one batch atomically, returns the image
+    quorum.append(records)      -> the same, synchronously (one voter only)
     quorum.image                -> the latest committed image
     quorum.listeners            -> called with (old_image, new_image, records)
 
+A broker-only node uses this class as a KRaft observer: `replicate` appends
+batches fetched from the active controller (committed there).
+
 The log lives in `<metadata.log.dir>/__cluster_metadata-0` as ordinary record
-batches v2 whose record values are the JSON records of `records.py`.
+batches v2 whose record values are the JSON records of `records.py`. Control
+batches (the Raft leader's LeaderChange entry) keep their offsets in the log
+and are skipped by the image.
 """
 
 from __future__ import annotations
@@ -19,8 +25,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..protocol import records as batches
 from ..storage.log import PartitionLog
@@ -35,6 +41,15 @@ METADATA_TOPIC_ID = uuid.UUID(int=1)
 READ_CHUNK_BYTES = 8 * 1024 * 1024
 
 Listener = Callable[[img.MetadataImage, img.MetadataImage, list[R.MetadataRecord]], None]
+
+
+def decode_batch(data: bytes | bytearray, header: batches.BatchHeader) -> list[R.MetadataRecord]:
+    """The metadata records of one batch; none for a control batch."""
+    if header.is_control:
+        return []
+    return [
+        R.decode(r.value) for r in batches.decode_batch_records(data, header) if r.value is not None
+    ]
 
 
 class MetadataQuorum:
@@ -63,12 +78,9 @@ class MetadataQuorum:
             if not data:
                 break
             for header in batches.iter_batch_headers(data):
-                recs = [
-                    R.decode(r.value)
-                    for r in batches.decode_batch_records(data, header)
-                    if r.value is not None
-                ]
-                image = img.apply(image, recs, header.last_offset)
+                recs = decode_batch(data, header)
+                if recs:
+                    image = img.apply(image, recs, header.last_offset)
                 count += len(recs)
                 offset = header.last_offset + 1
         self._log.high_watermark = self._log.log_end_offset
@@ -104,6 +116,10 @@ class MetadataQuorum:
             listener(old, self.image, records)
         return self.image
 
+    async def commit(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
+        """Commit one batch; with one voter that is `append`, done at once."""
+        return self.append(records)
+
     # -- the observer's side (brokers replicating from the active controller) ----------
 
     @property
@@ -116,11 +132,17 @@ class MetadataQuorum:
         assert self._log is not None, "load() first"
         return self._log.leader_epoch_cache.latest_epoch()
 
+    @property
+    def high_watermark(self) -> int:
+        """The end of what is committed (below it, never truncated)."""
+        assert self._log is not None, "load() first"
+        return self._log.high_watermark
+
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Committed batches from `offset` (whole batches, at least one): what a
         metadata Fetch from an observer gets."""
         assert self._log is not None, "load() first"
-        end = self._log.log_end_offset
+        end = self._log.high_watermark
         if offset >= end:
             return b""
         return bytes(self._log.read(offset, max(max_bytes, 1), end, True).records)
@@ -130,8 +152,7 @@ class MetadataQuorum:
         there), apply them to the image and publish. Returns the records applied."""
         assert self._log is not None, "load() first"
         headers = [
-            h for h in batches.iter_batch_headers(data)
-            if h.base_offset >= self._log.log_end_offset
+            h for h in batches.iter_batch_headers(data) if h.base_offset >= self._log.log_end_offset
         ]
         if not headers:
             return 0
@@ -147,11 +168,9 @@ class MetadataQuorum:
         self._log.high_watermark = self._log.log_end_offset
         count = 0
         for h in shifted:
-            recs = [
-                R.decode(r.value)
-                for r in batches.decode_batch_records(chunk, h)
-                if r.value is not None
-            ]
+            recs = decode_batch(chunk, h)
+            if not recs:
+                continue
             old = self.image
             self.image = img.apply(old, recs, h.last_offset)
             count += len(recs)

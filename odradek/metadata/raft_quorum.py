@@ -1,0 +1,369 @@
+"""The metadata quorum with several voters: the asyncio shell around the Raft core.
+
+Theory of operation
+-------------------
+`RaftMetadataQuorum` is `MetadataQuorum` (same log, image and listeners) whose
+commits go through `raft/core.py`. The core decides; this shell only moves
+time, bytes and files:
+
+* **Time.** One task ticks the core at the deadline it asks for
+  (`next_deadline_ms`), woken early whenever a call may have moved it. The
+  clock is `time.monotonic()` in ms: the core keeps no time across restarts.
+* **Messages out.** Every `Send` of a request goes to its voter over Kafka's
+  wire (`raft_wire.py`): one `KafkaChannel` for Fetch and one for the other
+  RPCs per voter, on the address in `controller.quorum.voters`, so a
+  long-polling Fetch never holds up a Vote. The answer is fed back to the
+  core; a failed call is dropped (the core asks again on its own timers). At
+  most `MAX_QUEUED_PER_CHANNEL` calls wait per channel; past that a message is
+  dropped like a lost packet.
+* **Messages in.** Vote, BeginQuorumEpoch, EndQuorumEpoch and a voter's Fetch
+  reach `handle_request` (the controller's request handlers); the core's
+  answer is the `Send` that carries the request's correlation id back to its
+  sender. A parked Fetch is answered when the core completes it.
+* **Election state** (`PersistElectionState`) is written to
+  ``__cluster_metadata-0/quorum-state`` (Kafka's JSON, fsynced) before any
+  effect after it runs, so a vote is durable before it is sent.
+* **Commit.** On `HighWatermarkAdvanced` the batches below the high watermark
+  are applied to the image, in order, and published to the listeners. The log
+  may hold more (uncommitted, possibly truncated later): the image never does.
+* **Leadership.** This node is the *active controller* once it leads and its
+  high watermark has passed the LeaderChange entry of its epoch (then its image
+  holds everything committed before). `leadership_listeners` hear True then,
+  and False when it stops leading; commits waiting then fail with
+  `NotControllerError` so callers retry against the new leader.
+
+`commit(records)` proposes one batch on the active controller and returns once
+the high watermark has passed it. A single voter never uses this class
+(`quorum.py` commits on its own fsync).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..broker.kafka_client import ChannelError, KafkaChannel, stop_tasks
+from ..protocol import api
+from ..protocol import records as batches
+from ..raft import messages as M
+from ..raft.config import RaftConfig
+from ..raft.core import RaftCore
+from ..raft.effects import (
+    Effect,
+    HighWatermarkAdvanced,
+    LeaderChanged,
+    PersistElectionState,
+    Send,
+)
+from ..raft.state import NO_ID, State, read_quorum_state, write_quorum_state
+from . import image as img
+from . import raft_wire
+from . import records as R
+from .quorum import METADATA_TOPIC, READ_CHUNK_BYTES, MetadataQuorum, decode_batch
+from .raft_log import PartitionRaftLog
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED_PER_CHANNEL = 8  # calls waiting on one voter channel; more are dropped
+MAX_PENDING_ANSWERS = 64  # incoming requests waiting for the core's answer
+ANSWER_MARGIN_MS = 1000  # beyond the request's own wait, before answering an error
+MAX_TICK_WAIT_MS = 1000  # the ticker looks again at least this often
+RESIGN_WAIT_S = 0.5  # at stop, how long EndQuorumEpoch may take to go out
+NOT_LEADER_OR_FOLLOWER = 6
+
+LeadershipListener = Callable[[bool], None]
+
+
+class NotControllerError(Exception):
+    """This node is not the active controller (anymore): try the leader."""
+
+    def __init__(self, leader_id: int) -> None:
+        super().__init__(f"not the active controller; the quorum leader is {leader_id}")
+        self.leader_id = leader_id
+
+
+def _now_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class RaftMetadataQuorum(MetadataQuorum):
+    def __init__(
+        self, metadata_dir: Path, node_id: int, config: RaftConfig, cluster_id: str
+    ) -> None:
+        super().__init__(metadata_dir, node_id)
+        assert node_id in config.voters, "only a voter runs the Raft quorum"
+        self.config = config
+        self.cluster_id = cluster_id
+        self.core: RaftCore | None = None
+        self.leadership_listeners: list[LeadershipListener] = []
+        self.active = False
+        self._applied_end = 0  # next offset to apply to the image
+        self._commit_waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._answers: dict[tuple[int, int], asyncio.Future[M.Response]] = {}
+        self._next_incoming_id = 0
+        self._channels: dict[tuple[int, bool], KafkaChannel] = {}
+        self._queued: dict[tuple[int, bool], int] = {}
+        self._calls: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        self._ticker: asyncio.Task[None] | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    @property
+    def _state_dir(self) -> Path:
+        return self.metadata_dir / f"{METADATA_TOPIC}-0"
+
+    def load(self) -> img.MetadataImage:
+        """Open the log; the image starts empty and follows the high watermark
+        (what the log holds past it may not be committed)."""
+        super().load()
+        assert self._log is not None
+        self.image = img.MetadataImage()
+        self._applied_end = self._log.log_start_offset
+        self._log.high_watermark = self._log.log_start_offset
+        election = read_quorum_state(self._state_dir)
+        self.core = RaftCore(
+            self.node_id, self.config, PartitionRaftLog(self._log), election, random.Random()
+        )
+        return self.image
+
+    def start(self) -> None:
+        assert self.core is not None, "load() first"
+        self._run(self.core.start(_now_ms()))
+        self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
+
+    async def stop(self) -> None:
+        """Resign if leading (EndQuorumEpoch, so the others elect at once), then stop."""
+        if self.core is not None and self.core.state == State.LEADER:
+            self._run(self.core.resign(_now_ms()))
+            if self._calls:
+                await asyncio.wait(list(self._calls), timeout=RESIGN_WAIT_S)
+        await stop_tasks([self._ticker, *self._calls])
+        self._ticker = None
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+        self._fail_waiters()
+
+    # -- what callers see ------------------------------------------------------------------
+
+    @property
+    def leader_id(self) -> int:
+        return self.core.leader_id if self.core is not None else NO_ID
+
+    @property
+    def epoch(self) -> int:
+        return self.core.epoch if self.core is not None else 0
+
+    def append(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
+        raise NotControllerError(self.leader_id)  # several voters: only `commit`
+
+    def replicate(self, data: bytes) -> int:
+        raise AssertionError("a voter replicates through the Raft core, not as an observer")
+
+    async def commit(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
+        """Propose one batch as the active controller; return the image once the
+        high watermark has passed it."""
+        if not records:
+            return self.image
+        core = self.core
+        if core is None or not self.active:
+            raise NotControllerError(self.leader_id)
+        last_offset, effects = core.propose([R.encode(r) for r in records], _now_ms())
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append((last_offset, done))
+        self._run(effects)
+        await done
+        return self.image
+
+    # -- requests from the other voters ----------------------------------------------------
+
+    async def handle_request(self, api_key: int, request: Any) -> dict[str, Any]:
+        """Vote / BeginQuorumEpoch / EndQuorumEpoch / a voter's Fetch: the core's answer."""
+        src, body = raft_wire.request_from_wire(api_key, request)
+        core = self.core
+        if core is None or len(self._answers) >= MAX_PENDING_ANSWERS:
+            return raft_wire.response_to_wire(self._error_answer(body))
+        self._next_incoming_id = (self._next_incoming_id + 1) & 0x7FFFFFFF
+        key = (src, self._next_incoming_id)
+        answer: asyncio.Future[M.Response] = asyncio.get_running_loop().create_future()
+        self._answers[key] = answer
+        wait_ms = self.config.request_timeout_ms + ANSWER_MARGIN_MS
+        if isinstance(body, M.FetchRequest):
+            wait_ms += body.max_wait_ms
+        try:
+            self._run(core.handle(M.Envelope(src, self.node_id, key[1], body), _now_ms()))
+            response = await asyncio.wait_for(answer, wait_ms / 1000)
+        except TimeoutError:
+            response = self._error_answer(body)
+        finally:
+            self._answers.pop(key, None)
+        return raft_wire.response_to_wire(response)
+
+    def _error_answer(self, body: M.Request) -> M.Response:
+        code, leader, epoch = NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch
+        if isinstance(body, M.FetchRequest):
+            return M.FetchResponse(code, leader, epoch)
+        if isinstance(body, M.VoteRequest):
+            return M.VoteResponse(code, leader, epoch, False, body.pre_vote)
+        if isinstance(body, M.BeginQuorumEpochRequest):
+            return M.BeginQuorumEpochResponse(code, leader, epoch)
+        return M.EndQuorumEpochResponse(code, leader, epoch)
+
+    # -- effects -------------------------------------------------------------------------------
+
+    def _run(self, effects: list[Effect]) -> None:
+        """Run the core's effects in order (each finished before the next)."""
+        core = self.core
+        assert core is not None
+        for effect in effects:
+            if isinstance(effect, Send):
+                envelope = effect.envelope
+                if envelope.is_request:
+                    self._send(envelope)
+                else:
+                    answer = self._answers.get((envelope.dst, envelope.correlation_id))
+                    if answer is not None and not answer.done():
+                        assert not isinstance(envelope.body, M.REQUEST_TYPES)
+                        answer.set_result(envelope.body)  # type: ignore[arg-type]
+            elif isinstance(effect, PersistElectionState):
+                write_quorum_state(self._state_dir, effect.state, sorted(self.config.voters.ids))
+            elif isinstance(effect, HighWatermarkAdvanced):
+                self._apply_committed(effect.high_watermark)
+            elif isinstance(effect, LeaderChanged):
+                log.info(
+                    "metadata quorum: epoch %d, leader %d%s",
+                    effect.epoch,
+                    effect.leader_id,
+                    " (this node)" if effect.leader_id == self.node_id else "",
+                )
+            else:
+                # SnapshotInstalled: the metadata log never offers a snapshot yet.
+                raise NotImplementedError(f"metadata snapshots are not built: {effect}")
+        self._update_leadership()
+        self._wake.set()
+
+    def _update_leadership(self) -> None:
+        core = self.core
+        assert core is not None
+        leading = core.state == State.LEADER
+        ready = (
+            leading
+            and core.leader is not None
+            and self._applied_end > core.leader.epoch_start_offset
+        )
+        if ready and not self.active:
+            self.active = True
+            log.info(
+                "active controller from epoch %d (image at offset %d)",
+                core.epoch,
+                self.image.offset,
+            )
+            for listener in self.leadership_listeners:
+                listener(True)
+        elif not leading and self.active:
+            self.active = False
+            log.info(
+                "no longer the active controller (epoch %d, leader %d)", core.epoch, core.leader_id
+            )
+            self._fail_waiters()
+            for listener in self.leadership_listeners:
+                listener(False)
+
+    def _fail_waiters(self) -> None:
+        waiters, self._commit_waiters = self._commit_waiters, []
+        for _, done in waiters:
+            if not done.done():
+                done.set_exception(NotControllerError(self.leader_id))
+
+    def _apply_committed(self, high_watermark: int) -> None:
+        """Apply every batch below the high watermark to the image, in order."""
+        plog = self._log
+        assert plog is not None
+        plog.high_watermark = high_watermark
+        while self._applied_end < high_watermark:
+            data = plog.read(self._applied_end, READ_CHUNK_BYTES, high_watermark, True).records
+            if not data:
+                break
+            for header in batches.iter_batch_headers(data):
+                records = decode_batch(data, header)
+                if records:
+                    old = self.image
+                    self.image = img.apply(old, records, header.last_offset)
+                    for listener in self.listeners:
+                        listener(old, self.image, records)
+                self._applied_end = header.next_offset
+        assert self._applied_end >= high_watermark, (self._applied_end, high_watermark)
+        still = []
+        for offset, done in self._commit_waiters:
+            if offset < self._applied_end:
+                if not done.done():
+                    done.set_result(None)
+            else:
+                still.append((offset, done))
+        self._commit_waiters = still
+
+    # -- the wire ----------------------------------------------------------------------------------
+
+    def _send(self, envelope: M.Envelope) -> None:
+        is_fetch = isinstance(envelope.body, M.FetchRequest)
+        key = (envelope.dst, is_fetch)
+        if self._queued.get(key, 0) >= MAX_QUEUED_PER_CHANNEL:
+            return  # as if lost: the core asks again on its timers
+        channel = self._channels.get(key)
+        if channel is None:
+            address = self.config.voters.addresses[envelope.dst]
+            channel = KafkaChannel(address.host, address.port, b"odradek-raft")
+            self._channels[key] = channel
+        self._queued[key] = self._queued.get(key, 0) + 1
+        task = asyncio.get_running_loop().create_task(self._call(channel, key, envelope))
+        self._calls.add(task)
+        task.add_done_callback(self._calls.discard)
+
+    async def _call(
+        self, channel: KafkaChannel, key: tuple[int, bool], envelope: M.Envelope
+    ) -> None:
+        body = envelope.body
+        assert isinstance(body, M.REQUEST_TYPES)
+        api_key, version, data = raft_wire.request_to_wire(body, self.cluster_id)
+        timeout_ms = self.config.request_timeout_ms
+        if isinstance(body, M.FetchRequest):
+            timeout_ms += body.max_wait_ms
+        try:
+            response = await channel.request(api_key, version, data, timeout_s=timeout_ms / 1000)
+            answer = raft_wire.response_from_wire(body, response)
+        except ChannelError as e:
+            log.debug("raft %s to %d failed: %s", api.api_name(api_key), envelope.dst, e)
+            return
+        finally:
+            self._queued[key] -= 1
+        core = self.core
+        if core is not None:
+            reply = M.Envelope(envelope.dst, self.node_id, envelope.correlation_id, answer)
+            self._run(core.handle(reply, _now_ms()))
+
+    async def _tick_loop(self) -> None:
+        core = self.core
+        assert core is not None
+        while True:
+            wait_ms = core.next_deadline_ms() - _now_ms()
+            if wait_ms > 0:
+                self._wake.clear()
+                try:
+                    await asyncio.wait_for(self._wake.wait(), min(wait_ms, MAX_TICK_WAIT_MS) / 1000)
+                except TimeoutError:
+                    pass
+                continue
+            try:
+                self._run(core.tick(_now_ms()))
+            except Exception:
+                log.exception("raft tick failed")
+                raise
+            # A deadline the tick did not move waits at least a millisecond.
+            if core.next_deadline_ms() <= _now_ms():
+                await asyncio.sleep(0.001)
