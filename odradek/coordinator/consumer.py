@@ -19,10 +19,11 @@ So a partition is never owned by two members at once. Time is an input: a
 member whose heartbeats stop for `group.consumer.session.timeout.ms`, or that
 does not revoke within its rebalance timeout, is removed.
 
-Differs from Kafka: the group's membership and target assignment are kept in
-memory only (committed offsets are written to `__consumer_offsets` as for
-classic groups); after a broker restart members are answered
-UNKNOWN_MEMBER_ID and rejoin with epoch 0.
+Persistence. The group's epochs, members, target and current assignments are
+records in `__consumer_offsets` (consumer_records.py), written by
+consumer_state.py after each change. The group only says which members'
+records may have changed (`touched`); consumer_state.py diffs against what it
+last wrote (`persisted`), so a heartbeat that changes nothing writes nothing.
 """
 
 from __future__ import annotations
@@ -136,7 +137,12 @@ class ConsumerGroup:
         self.static_members: dict[str, str] = {}
         self.target: Assignment = {}
         self.assignor_name = DEFAULT_ASSIGNOR
-        self._metadata_fingerprint: tuple[Any, ...] = ()
+        self.metadata_fingerprint: tuple[Any, ...] = ()
+        # For consumer_state.py: members whose records may have changed since the
+        # last write, the last written value of each key, and the written epochs.
+        self.touched: set[str] = set()
+        self.persisted: dict[bytes, bytes] = {}
+        self.persisted_head: tuple[Any, ...] = ()
 
     @property
     def is_empty(self) -> bool:
@@ -179,18 +185,21 @@ class ConsumerGroup:
 
     def _refresh_target(self, topics: TopicsView) -> None:
         fingerprint = self._fingerprint(topics)
-        if fingerprint != self._metadata_fingerprint:
-            self._metadata_fingerprint = fingerprint
+        if fingerprint != self.metadata_fingerprint:
+            self.metadata_fingerprint = fingerprint
             if self.group_epoch == self.assignment_epoch:
                 self.group_epoch += 1
         if self.group_epoch <= self.assignment_epoch:
             return
-        preferred = [m.server_assignor for m in self.members.values() if m.server_assignor]
-        name = preferred[0] if preferred else self.config.assignors[0]
-        self.assignor_name = name if name in ASSIGNORS else DEFAULT_ASSIGNOR
+        self.assignor_name = self.pick_assignor()
         subs = {mid: self._member_topics(m, topics) for mid, m in self.members.items()}
         self.target = ASSIGNORS[self.assignor_name](subs, topics, self.target)
         self.assignment_epoch = self.group_epoch
+
+    def pick_assignor(self) -> str:
+        preferred = [m.server_assignor for m in self.members.values() if m.server_assignor]
+        name = preferred[0] if preferred else self.config.assignors[0]
+        return name if name in ASSIGNORS else DEFAULT_ASSIGNOR
 
     # -- ownership ----------------------------------------------------------------------
 
@@ -273,6 +282,7 @@ class ConsumerGroup:
                 and (req.topic_partitions is None or _contains(m.assigned, req.topic_partitions))
             ):
                 return heartbeat_error(E.FENCED_MEMBER_EPOCH, "The member epoch is stale.")
+        self.touched.add(m.member_id)
         before = (m.member_epoch, _copy(m.assigned))
         m.session_deadline_ms = now_ms + self.config.session_timeout_ms
         if req.rebalance_timeout_ms >= 0:
@@ -322,6 +332,7 @@ class ConsumerGroup:
                     )
                 # KIP-345 under KIP-848: the new member takes over the old one's place.
                 del self.members[old.member_id]
+                self.touched.add(old.member_id)
                 old.member_id = member_id
                 old.left_static = False
                 self.members[member_id] = old
@@ -373,6 +384,7 @@ class ConsumerGroup:
         if req.member_epoch == STATIC_LEAVE_EPOCH and m.instance_id is not None:
             # A static member leaving temporarily keeps its assignment until its session ends.
             m.left_static = True
+            self.touched.add(m.member_id)
             m.session_deadline_ms = now_ms + self.config.session_timeout_ms
         else:
             self.remove_member(m.member_id)
@@ -389,6 +401,7 @@ class ConsumerGroup:
         m = self.members.pop(member_id, None)
         if m is None:
             return
+        self.touched.add(member_id)
         if m.instance_id is not None and self.static_members.get(m.instance_id) == member_id:
             del self.static_members[m.instance_id]
         self.target.pop(member_id, None)
@@ -405,7 +418,7 @@ class ConsumerGroup:
         ]
         for member_id in expired:
             self.remove_member(member_id)
-        if expired or self._fingerprint(topics) != self._metadata_fingerprint:
+        if expired or self._fingerprint(topics) != self.metadata_fingerprint:
             self._refresh_target(topics)
 
     def validate_offset_commit(self, member_id: str, member_epoch: int) -> int:

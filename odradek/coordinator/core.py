@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import consumer_state
 from . import errors as E
 from .classic import (
     DEAD,
@@ -40,19 +41,8 @@ from .classic import (
     join_error,
 )
 from .consumer import ConsumerConfig, ConsumerGroup, HeartbeatRequest, TopicsView, heartbeat_error
-from .records import (
-    CorruptRecord,
-    GroupKey,
-    OffsetKey,
-    OffsetValue,
-    decode_group_value,
-    decode_key,
-    decode_offset_value,
-    group_key,
-    group_value,
-    offset_key,
-    offset_value,
-)
+from .group_load import GroupLoad
+from .records import OffsetValue, group_key, group_value, offset_key, offset_value
 from .txn_offsets import PendingTxnOffsets
 
 log = logging.getLogger(__name__)
@@ -106,6 +96,7 @@ class GroupCoordinator:
     def __init__(self, config: CoordinatorConfig) -> None:
         self.config = config
         self.loaded: set[int] = set()
+        self.loading: set[int] = set()  # partitions being replayed (group_load.py)
         self.groups: dict[str, Group] = {}
         self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         # TxnOffsetCommit offsets waiting for their transaction's marker.
@@ -117,59 +108,41 @@ class GroupCoordinator:
         return partition_for(group_id, self.config.num_partitions)
 
     def coordinator_error(self, key: str) -> int:
-        """NONE when this broker coordinates `key`'s partition, else NOT_COORDINATOR."""
-        return E.NONE if self.partition_for(key) in self.loaded else E.NOT_COORDINATOR
+        """NONE when this broker coordinates `key`'s partition (loaded or loading),
+        else NOT_COORDINATOR: FindCoordinator answers this broker during a load."""
+        p = self.partition_for(key)
+        return E.NONE if p in self.loaded or p in self.loading else E.NOT_COORDINATOR
 
     def check(self, group_id: str | None) -> int:
         if not group_id:
             return E.INVALID_GROUP_ID
         if len(group_id) > MAX_GROUP_ID_LENGTH:
             return E.INVALID_GROUP_ID
-        if self.partition_for(group_id) not in self.loaded:
+        p = self.partition_for(group_id)
+        if p in self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if p not in self.loaded:
             return E.NOT_COORDINATOR
         return E.NONE
+
+    def begin_load(self, partition: int) -> GroupLoad:
+        """Start loading `partition`: its groups answer COORDINATOR_LOAD_IN_PROGRESS
+        until `GroupLoad.install`."""
+        self.loading.add(partition)
+        return GroupLoad(partition)
 
     def load(
         self, partition: int, records: Iterable[tuple[bytes | None, bytes | None]], now_ms: int
     ) -> int:
-        """Replay a partition's (key, value) records; returns how many were applied."""
-        group_values: dict[str, Any] = {}
-        offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
-        count = 0
+        """Replay a partition's (key, value) records at once; returns how many were applied."""
+        loader = self.begin_load(partition)
         for key, value in records:
-            if key is None:
-                continue
-            try:
-                k = decode_key(key)
-                if isinstance(k, OffsetKey):
-                    tp = (k.topic, k.partition)
-                    if value is None:
-                        offsets.get(k.group, {}).pop(tp, None)
-                    else:
-                        offsets.setdefault(k.group, {})[tp] = decode_offset_value(value)
-                elif isinstance(k, GroupKey):
-                    group_values[k.group] = None if value is None else decode_group_value(value)
-                else:
-                    continue
-            except (CorruptRecord, UnicodeDecodeError) as e:
-                log.warning(
-                    "%s-%d: skipping a record that does not parse: %s", OFFSETS_TOPIC, partition, e
-                )
-                continue
-            count += 1
-        for group_id, gv in group_values.items():
-            if gv is not None:
-                self.groups[group_id] = ClassicGroup.from_value(
-                    group_id, gv, self.config.limits, now_ms
-                )
-        for group_id, entries in offsets.items():
-            if not entries:
-                continue
-            self.offsets[group_id] = entries
-            if group_id not in self.groups:
-                self.groups[group_id] = ClassicGroup(group_id, self.config.limits, now_ms)
-        self.loaded.add(partition)
-        return count
+            loader.feed(key, value)
+        loader.install(self, now_ms)
+        return loader.count
+
+    def cancel_load(self, partition: int) -> None:
+        self.loading.discard(partition)
 
     def materialize_offsets(
         self, group_id: str, offsets: dict[TopicPartition, OffsetValue]
@@ -181,6 +154,7 @@ class GroupCoordinator:
 
     def unload(self, partition: int, out: Out) -> None:
         self.loaded.discard(partition)
+        self.loading.discard(partition)
         self.txn_offsets.drop_partition(self, partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             group = self.groups.pop(group_id)
@@ -203,7 +177,7 @@ class GroupCoordinator:
                 )
         out.dirty.clear()
 
-    def _classic(self, group_id: str, create: bool, now_ms: int) -> ClassicGroup | int:
+    def _classic(self, group_id: str, create: bool, now_ms: int, out: Out) -> ClassicGroup | int:
         group = self.groups.get(group_id)
         if group is None:
             if not create:
@@ -217,11 +191,14 @@ class GroupCoordinator:
             return (
                 E.INCONSISTENT_GROUP_PROTOCOL
                 if not group.is_empty
-                else self._convert(group_id, now_ms)
+                else self._convert(group_id, now_ms, out)
             )
         return group
 
-    def _convert(self, group_id: str, now_ms: int) -> ClassicGroup:
+    def _convert(self, group_id: str, now_ms: int, out: Out) -> ClassicGroup:
+        old = self.groups.get(group_id)
+        if isinstance(old, ConsumerGroup):
+            consumer_state.tombstones(old, self.partition_for(group_id), out.records)
         group = ClassicGroup(group_id, self.config.limits, now_ms)
         self.groups[group_id] = group
         return group
@@ -241,7 +218,7 @@ class GroupCoordinator:
         if code != E.NONE:
             out.reply(token, join_error(code, req.member_id))
             return
-        found = self._classic(req.group_id, req.member_id == "", now_ms)
+        found = self._classic(req.group_id, req.member_id == "", now_ms, out)
         if isinstance(found, int):
             out.reply(token, join_error(found, req.member_id))
             return
@@ -458,6 +435,9 @@ class GroupCoordinator:
         for topic, p in sorted(self.offsets.pop(group_id, {})):
             out.records.append((partition, offset_key(group_id, topic, p), None))
         group = self.groups.pop(group_id, None)
+        if isinstance(group, ConsumerGroup):
+            consumer_state.tombstones(group, partition, out.records)
+            return
         if isinstance(group, ClassicGroup):
             group.mark_dead(out)
         out.records.append((partition, group_key(group_id), None))
@@ -496,15 +476,20 @@ class GroupCoordinator:
     # -- KIP-848 ------------------------------------------------------------------------------
 
     def consumer_heartbeat(
-        self, group_id: str, req: HeartbeatRequest, topics: TopicsView, now_ms: int
+        self, group_id: str, req: HeartbeatRequest, topics: TopicsView, now_ms: int, out: Out
     ) -> dict[str, Any]:
+        """ConsumerGroupHeartbeat; the group's changed records go to `out.records`."""
         code = self.check(group_id)
         if code != E.NONE:
             return heartbeat_error(code, None)
         group = self.groups.get(group_id)
+        partition = self.partition_for(group_id)
         if isinstance(group, ClassicGroup):
             if group.is_empty and group.state != DEAD:
-                group = None  # an empty classic group (offsets only) becomes a consumer group
+                # An empty classic group (offsets only) becomes a consumer group.
+                if req.member_epoch == 0:
+                    out.records.append((partition, group_key(group_id), None))
+                group = None
             else:
                 return heartbeat_error(
                     E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
@@ -516,7 +501,9 @@ class GroupCoordinator:
                 return heartbeat_error(E.COORDINATOR_NOT_AVAILABLE, "Too many groups.")
             group = ConsumerGroup(group_id, self.config.consumer)
             self.groups[group_id] = group
-        return group.heartbeat(req, topics, now_ms)
+        response = group.heartbeat(req, topics, now_ms)
+        consumer_state.persist(group, partition, out.records)
+        return response
 
     def consumer_describe(
         self, group_id: str, names_by_id: Mapping[Any, str], topics: TopicsView
@@ -552,6 +539,7 @@ class GroupCoordinator:
                 group.tick(now_ms, out)
             else:
                 group.tick(now_ms, topics)
+                consumer_state.persist(group, self.partition_for(group.group_id), out.records)
         self.flush_dirty(out)
 
     def expire_offsets(self, now_ms: int, topics: TopicsView, out: Out) -> int:

@@ -21,8 +21,9 @@ for null; BYTES = int32 length + bytes; ARRAY = int32 count + items):
 A record with a null value is a tombstone: the offset or the group is gone.
 Key version 0 is an older OffsetCommitKey with the same layout; value versions
 0-2 of OffsetCommitValue and 0-2 of GroupMetadataValue are read as well (what
-a Kafka log may hold). Other key versions (KIP-848's ConsumerGroup* records,
-share groups) are not decoded: `decode_key` returns None for them.
+a Kafka log may hold). `decode_key` returns None for other key versions:
+KIP-848's ConsumerGroup* records (3-8) are consumer_records.py's; share and
+streams groups are not read.
 """
 
 from __future__ import annotations
@@ -149,14 +150,16 @@ def group_value(v: GroupValue) -> bytes:
 # -- reading --------------------------------------------------------------------------
 
 
-class _Reader:
+class Reader:
+    """Reads the non-flexible encoding (consumer_records.py extends it)."""
+
     __slots__ = ("buf", "pos")
 
     def __init__(self, buf: bytes) -> None:
         self.buf = buf
         self.pos = 0
 
-    def _take(self, s: struct.Struct) -> int:
+    def take(self, s: struct.Struct) -> int:
         if self.pos + s.size > len(self.buf):
             raise CorruptRecord("record is truncated")
         (value,) = s.unpack_from(self.buf, self.pos)
@@ -164,13 +167,13 @@ class _Reader:
         return int(value)
 
     def i16(self) -> int:
-        return self._take(_I16)
+        return self.take(_I16)
 
     def i32(self) -> int:
-        return self._take(_I32)
+        return self.take(_I32)
 
     def i64(self) -> int:
-        return self._take(_I64)
+        return self.take(_I64)
 
     def string(self) -> str | None:
         n = self.i16()
@@ -200,7 +203,7 @@ class _Reader:
 
 
 def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
-    r = _Reader(key)
+    r = Reader(key)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.required_string(), r.required_string(), r.i32())
@@ -210,7 +213,7 @@ def decode_key(key: bytes) -> OffsetKey | GroupKey | None:
 
 
 def decode_offset_value(value: bytes) -> OffsetValue:
-    r = _Reader(value)
+    r = Reader(value)
     version = r.i16()
     if not 0 <= version <= 4:
         raise CorruptRecord(f"unknown OffsetCommitValue version {version}")
@@ -224,7 +227,7 @@ def decode_offset_value(value: bytes) -> OffsetValue:
 
 
 def decode_group_value(value: bytes) -> GroupValue:
-    r = _Reader(value)
+    r = Reader(value)
     version = r.i16()
     if not 0 <= version <= 3:
         raise CorruptRecord(f"GroupMetadataValue version {version} is not read by odradek")

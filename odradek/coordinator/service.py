@@ -2,7 +2,9 @@
 
 It owns no group logic: it creates `__consumer_offsets` on first need (through
 the controller and the metadata quorum, like CreateTopics), loads the
-partitions this broker leads into the core by replaying their logs, appends
+partitions this broker leads into the core by replaying their logs (a task per
+partition that yields to the event loop every LOAD_SLICE_MS; meanwhile the
+partition's groups answer COORDINATOR_LOAD_IN_PROGRESS), appends
 the records the core returns (one batch per partition per call) and resolves
 the futures of waiting JoinGroup/SyncGroup requests. A timer task calls
 `core.tick` every TICK_MS and `core.expire_offsets` every
@@ -24,7 +26,9 @@ from ..protocol import records as batches
 from .classic import GroupLimits
 from .consumer import ConsumerConfig
 from .core import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, Out
+from .group_load import GroupLoad
 from .internal_topic import ensure_internal_topic
+from .log_replay import log_batches
 from .txn_offsets import held_to_pending, replay_batch
 
 if TYPE_CHECKING:
@@ -33,7 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TICK_MS = 100
-READ_CHUNK_BYTES = 4 * 1024 * 1024
+LOAD_SLICE_MS = 20  # the longest a partition load holds the event loop before yielding
 MAX_WAITING_REQUESTS = 100_000  # JoinGroup/SyncGroup requests parked at once
 RECORDS_PER_BATCH = 1000
 
@@ -72,6 +76,7 @@ class GroupCoordinatorService:
         self._task: asyncio.Task[None] | None = None
         self._topics_cache: tuple[int, TopicsView] | None = None
         self._create_lock = asyncio.Lock()
+        self._loads: dict[int, asyncio.Task[None]] = {}  # partition -> its load (group_load.py)
         self.retention_check_ms: int = broker.config.get("offsets.retention.check.interval.ms")
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -82,6 +87,8 @@ class GroupCoordinatorService:
         self._task = asyncio.get_running_loop().create_task(self._timer())
 
     async def stop(self) -> None:
+        for task in list(self._loads.values()):
+            task.cancel()
         if self._task is not None:
             self._task.cancel()
             try:
@@ -127,59 +134,82 @@ class GroupCoordinatorService:
         if topic is not None:
             led = {p for p, part in topic.partitions.items() if part.leader == self.broker.node_id}
         out = Out()
+        for p in sorted(set(self._loads) - led):
+            self._loads.pop(p).cancel()
+            self.core.cancel_load(p)
+            log.info("stopped loading %s-%d: no longer its leader", OFFSETS_TOPIC, p)
         for p in sorted(self.core.loaded - led):
             self.core.unload(p, out)
             log.info("unloaded %s-%d", OFFSETS_TOPIC, p)
-        for p in sorted(led - self.core.loaded):
-            self._load(p)
+        loop = asyncio.get_running_loop()
+        for p in sorted(led - self.core.loaded - set(self._loads)):
+            if self.broker.replica_manager.get(OFFSETS_TOPIC, p) is None:
+                continue
+            task = loop.create_task(self._load(p, self.core.begin_load(p)))
+            self._loads[p] = task
+            task.add_done_callback(lambda t, p=p: self._load_done(p, t))
         self.apply(out)
 
-    def _load(self, partition: int) -> None:
+    def _load_done(self, partition: int, task: asyncio.Task[None]) -> None:
+        if self._loads.get(partition) is task:
+            del self._loads[partition]
+        if not task.cancelled() and task.exception() is not None:
+            self.core.cancel_load(partition)
+            log.error("loading %s-%d failed", OFFSETS_TOPIC, partition, exc_info=task.exception())
+
+    async def _load(self, partition: int, loader: GroupLoad) -> None:
+        """Replay the partition in slices of at most LOAD_SLICE_MS of event-loop
+        time, then install it. Records appended meanwhile (transaction markers:
+        the partition's group requests are refused until then) are read too:
+        the last read and the install happen in one event-loop turn."""
         part = self.broker.replica_manager.get(OFFSETS_TOPIC, partition)
-        if part is None:
-            return
+        assert part is not None, "on_metadata starts a load only for a hosted partition"
         started = time.monotonic()
         plog = part.log
-        end = plog.log_end_offset
-
         # Transactional offset commits are held until their marker (txn_offsets.py).
         held: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
-
-        def replay() -> Any:
-            offset = plog.log_start_offset
-            while offset < end:
-                data = plog.read(offset, READ_CHUNK_BYTES, end, True).records
-                if not data:
+        offset = plog.log_start_offset
+        slice_end = time.monotonic() + LOAD_SLICE_MS / 1000
+        while offset < plog.log_end_offset:
+            before = offset
+            for header, records in log_batches(plog, offset, plog.log_end_offset):
+                for key, value in replay_batch(header, records, held):
+                    loader.feed(key, value)
+                offset = header.next_offset
+                if time.monotonic() >= slice_end:
                     break
-                for header in batches.iter_batch_headers(data):
-                    if header.next_offset <= offset:
-                        continue
-                    records = batches.decode_batch_records(data, header)
-                    if header.is_control or header.is_transactional:
-                        yield from replay_batch(header, records, held)
-                    else:
-                        for r in records:
-                            if r.offset >= offset:
-                                yield r.key, r.value
-                    offset = header.next_offset
-
-        count = self.core.load(partition, replay(), self.clock_ms())
+            if offset == before:
+                log.warning(
+                    "%s-%d: no batch at offset %d below the log end %d; loaded up to it",
+                    OFFSETS_TOPIC,
+                    partition,
+                    offset,
+                    plog.log_end_offset,
+                )
+                break
+            if time.monotonic() >= slice_end:
+                await asyncio.sleep(0)  # requests run; this partition answers LOAD_IN_PROGRESS
+                offset = max(offset, plog.log_start_offset)
+                slice_end = time.monotonic() + LOAD_SLICE_MS / 1000
+        loader.install(self.core, self.clock_ms())
         held_to_pending(held, self.core.txn_offsets)
-        if count:
-            log.info(
-                "loaded %s-%d: %d records in %.0f ms",
-                OFFSETS_TOPIC,
-                partition,
-                count,
-                (time.monotonic() - started) * 1000,
-            )
+        log.info(
+            "loaded %s-%d: %d records in %.0f ms",
+            OFFSETS_TOPIC,
+            partition,
+            loader.count,
+            (time.monotonic() - started) * 1000,
+        )
 
     async def ensure_offsets_topic(self) -> int:
         """Create `__consumer_offsets` if it does not exist; returns an error code."""
         c = self.broker.config
         return await ensure_internal_topic(
-            self.broker, self._create_lock, OFFSETS_TOPIC,
-            c.get("offsets.topic.num.partitions"), c.get("offsets.topic.replication.factor"),
+            self.broker,
+            self._create_lock,
+            OFFSETS_TOPIC,
+            c.get("offsets.topic.num.partitions"),
+            c.get("offsets.topic.replication.factor"),
             lambda rf: {
                 "cleanup.policy": "compact",
                 "compression.type": "producer",

@@ -36,6 +36,7 @@ from ..metadata.image import MetadataImage
 from ..protocol import records as batches
 from . import errors as E
 from .internal_topic import ensure_internal_topic
+from .log_replay import log_batches
 from .transaction import (
     CONCURRENT_TRANSACTIONS,
     TRANSACTION_STATE_TOPIC,
@@ -54,7 +55,6 @@ log = logging.getLogger(__name__)
 
 CRASH_AFTER_PREPARE_ENV = "ODRADEK_TEST_CRASH_AFTER_PREPARE"
 TICK_MS = 100
-READ_CHUNK_BYTES = 4 * 1024 * 1024
 MAX_INIT_ATTEMPTS = 3  # InitProducerId: fence-and-abort, then bump
 
 
@@ -157,30 +157,23 @@ class TransactionCoordinatorService:
         end = plog.log_end_offset
 
         def replay() -> Any:
-            offset = plog.log_start_offset
-            while offset < end:
-                data = plog.read(offset, READ_CHUNK_BYTES, end, True).records
-                if not data:
-                    break
-                for header in batches.iter_batch_headers(data):
-                    if header.next_offset <= offset:
+            for header, records in log_batches(plog, plog.log_start_offset, end):
+                if header.is_control:
+                    continue
+                for r in records:
+                    if r.key is None:
                         continue
-                    if not header.is_control:
-                        for r in batches.decode_batch_records(data, header):
-                            if r.offset < offset or r.key is None:
-                                continue
-                            try:
-                                tid = decode_key(r.key)
-                                if tid is None:
-                                    continue
-                                value: TxnLogValue | None = (
-                                    None if r.value is None else decode_value(r.value))
-                            except (CorruptTxnRecord, UnicodeDecodeError) as e:
-                                log.warning("%s-%d: skipping a record: %s",
-                                            TRANSACTION_STATE_TOPIC, partition, e)
-                                continue
-                            yield tid, value
-                    offset = header.next_offset
+                    try:
+                        tid = decode_key(r.key)
+                        if tid is None:
+                            continue
+                        value: TxnLogValue | None = (
+                            None if r.value is None else decode_value(r.value))
+                    except (CorruptTxnRecord, UnicodeDecodeError) as e:
+                        log.warning("%s-%d: skipping a record: %s",
+                                    TRANSACTION_STATE_TOPIC, partition, e)
+                        continue
+                    yield tid, value
 
         count = self.core.load(partition, replay(), out)
         if count:

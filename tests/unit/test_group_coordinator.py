@@ -323,23 +323,23 @@ def test_kip848_revocation_before_assignment():
     core = make()
     tid = uuid.uuid4()
     view = {"t": (tid, 4)}
-    r = core.consumer_heartbeat(G, hb("a", 0, {}, ["t"]), view, 0)
+    r = core.consumer_heartbeat(G, hb("a", 0, {}, ["t"]), view, 0, Out())
     assert r["member_epoch"] == 1
     assert r["assignment"]["topic_partitions"][0]["partitions"] == [0, 1, 2, 3]
-    r = core.consumer_heartbeat(G, hb("b", 0, {}, ["t"]), view, 10)
+    r = core.consumer_heartbeat(G, hb("b", 0, {}, ["t"]), view, 10, Out())
     assert r["member_epoch"] == 2 and r["assignment"]["topic_partitions"] == []  # still a's
-    r = core.consumer_heartbeat(G, hb("a", 1, None), view, 20)
+    r = core.consumer_heartbeat(G, hb("a", 1, None), view, 20, Out())
     assert r["member_epoch"] == 1  # a must revoke first
     kept = set(r["assignment"]["topic_partitions"][0]["partitions"])
     assert len(kept) == 2
-    r = core.consumer_heartbeat(G, hb("b", 2, None), view, 30)
+    r = core.consumer_heartbeat(G, hb("b", 2, None), view, 30, Out())
     assert r["assignment"] is None or r["assignment"]["topic_partitions"] == []
-    r = core.consumer_heartbeat(G, hb("a", 1, {tid: kept}), view, 40)  # revoked
+    r = core.consumer_heartbeat(G, hb("a", 1, {tid: kept}), view, 40, Out())  # revoked
     assert r["member_epoch"] == 2
-    r = core.consumer_heartbeat(G, hb("b", 2, None), view, 50)
+    r = core.consumer_heartbeat(G, hb("b", 2, None), view, 50, Out())
     assert set(r["assignment"]["topic_partitions"][0]["partitions"]) == {0, 1, 2, 3} - kept
     assert core.groups[G].state == "Stable"
-    r = core.consumer_heartbeat(G, hb("b", 7, None), view, 60)
+    r = core.consumer_heartbeat(G, hb("b", 7, None), view, 60, Out())
     assert r["error_code"] == E.FENCED_MEMBER_EPOCH
     core.tick(10_045, view, Out())  # a's session (last at 40) ended; b's (50) not
     assert list(core.groups[G].members) == ["b"]

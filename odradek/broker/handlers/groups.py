@@ -67,7 +67,8 @@ async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any)
     me = live.get(broker.node_id)
     core = service.core if key_type == KEY_TYPE_GROUP else broker.txn_coordinator.core
     internal = broker.image.topics_by_name.get(
-        OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TRANSACTION_STATE_TOPIC)
+        OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TRANSACTION_STATE_TOPIC
+    )
     for key in keys:
         entry: dict[str, Any] = {
             "key": key,
@@ -324,8 +325,10 @@ def _fetch_group(
                 "committed_offset": v.offset if v else -1,
                 "committed_leader_epoch": v.leader_epoch if v else -1,
                 "metadata": v.metadata if v else "",
-                "error_code": CE.UNKNOWN_TOPIC_ID if by_id and name.startswith("\0")
-                else E.UNSTABLE_OFFSET_COMMIT if pending and pending.is_pending(group_id, (name, p))
+                "error_code": CE.UNKNOWN_TOPIC_ID
+                if by_id and name.startswith("\0")
+                else E.UNSTABLE_OFFSET_COMMIT
+                if pending and pending.is_pending(group_id, (name, p))
                 else E.NONE,
             }
             for p, v in parts
@@ -354,8 +357,16 @@ async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> 
             )
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"groups": groups}
-    code, topics = _fetch_group(broker, service, req.group_id, req.topics, False, None, -1,
-                                getattr(req, "require_stable", False))
+    code, topics = _fetch_group(
+        broker,
+        service,
+        req.group_id,
+        req.topics,
+        False,
+        None,
+        -1,
+        getattr(req, "require_stable", False),
+    )
     if ctx.api_version < 2 and code != E.NONE:
         # v0-1 have no top-level error: it goes on every requested partition.
         topics = [
@@ -477,7 +488,14 @@ async def handle_consumer_group_heartbeat(
         client_host=_client_host(ctx),
         api_version=ctx.api_version,
     )
-    return service.core.consumer_heartbeat(req.group_id, hr, service.topics(), service.clock_ms())
+    out = Out()
+    resp = service.core.consumer_heartbeat(
+        req.group_id, hr, service.topics(), service.clock_ms(), out
+    )
+    if not service.apply(out) and resp["error_code"] == E.NONE:
+        # The group's new state is not in the log: the member retries.
+        return heartbeat_error(CE.COORDINATOR_NOT_AVAILABLE, "The group state was not written.")
+    return resp
 
 
 async def handle_consumer_group_describe(
