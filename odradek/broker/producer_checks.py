@@ -5,9 +5,10 @@
   non-transactional write inside an open transaction is an error.
 * KIP-890 part 1: a transactional batch must go to a partition the producer
   added to its transaction with AddPartitionsToTxn. The coordinator of the
-  transactional id is asked directly when it lives on this broker (the only
-  case with one node); a partition not in the ongoing transaction of that
-  producer id and epoch gets INVALID_TXN_STATE.
+  transactional id is asked directly when it lives on this broker; otherwise
+  `txn_verification.py` asked the coordinator's broker before the appends
+  and its answer comes in as ``verified``. A partition not in the ongoing
+  transaction of that producer id and epoch gets INVALID_TXN_STATE.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from .handlers import errors as E
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .txn_verification import Verified
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +39,7 @@ def check_producer_batch(
     transactional_id: str | None,
     topic: str,
     partition: int,
+    verified: Verified | None = None,
 ) -> Verdict | None:
     try:
         found = plog.producer_state.check(header)
@@ -44,6 +47,18 @@ def check_producer_batch(
         return Verdict((e.error_code, e.message))
     if isinstance(found, Duplicate):
         return Verdict(None, found.first_offset)
+    if verified is not None:
+        if verified.error_code != E.NONE:
+            why = None
+            if verified.error_code == E.INVALID_TXN_STATE:
+                why = (f"Partition {topic}-{partition} is not in the ongoing transaction "
+                       f"of {transactional_id!r}")
+            return Verdict((verified.error_code, why))
+        if not plog.producer_state.end_verification(header.producer_id, verified.token):
+            return Verdict((E.INVALID_TXN_STATE, (
+                f"The transaction of {transactional_id!r} ended while partition "
+                f"{topic}-{partition} was being verified")))
+        return None
     if header.is_transactional and transactional_id is not None:
         coordinator = getattr(broker, "txn_coordinator", None)
         if coordinator is not None:

@@ -83,6 +83,9 @@ class TransactionCoordinatorService:
         self.producer_check_ms: int = c.get("producer.id.expiration.check.interval.ms")
         self.crash_after_prepare = os.environ.get(CRASH_AFTER_PREPARE_ENV) == "1"
         self.remote = RemoteMarkers(broker)
+        from ..broker.txn_verification import TxnVerifier  # (imports the handlers)
+
+        self.verifier = TxnVerifier(broker)  # KIP-890 for partitions led here
         self._running: set[str] = set()  # transactional ids whose markers are being written
         self._tasks: set[asyncio.Task[bool]] = set()
 
@@ -94,6 +97,7 @@ class TransactionCoordinatorService:
 
     async def stop(self) -> None:
         self.remote.close()
+        self.verifier.close()
         if self._task is not None:
             self._task.cancel()
             try:

@@ -73,7 +73,6 @@ def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
 
 WRITE_TXN_MARKERS_VERSION = 1
 MARKER_TIMEOUT_S = 10.0
-MAX_CHANNELS = 64  # one connection per other broker; a bound all the same
 COORDINATOR_NOT_AVAILABLE = 15
 
 
@@ -81,59 +80,31 @@ class RemoteMarkers:
     """WriteTxnMarkers to the leaders of partitions this broker does not lead."""
 
     def __init__(self, broker: Broker) -> None:
+        from ..broker.peer_channels import PeerChannels
+
         self.broker = broker
-        self._channels: dict[int, tuple[tuple[str, int], Any]] = {}
+        self._peers = PeerChannels(broker, b"odradek-txn-markers")
 
     def leader_of(self, topic: str, partition: int) -> int | None:
-        t = self.broker.image.topics_by_name.get(topic)
-        p = t.partitions.get(partition) if t is not None else None
-        return p.leader if p is not None and p.leader >= 0 else None
-
-    def _channel(self, node_id: int) -> Any | None:
-        from ..broker.kafka_client import KafkaChannel
-
-        b = self.broker.image.brokers.get(node_id)
-        if b is None or not b.endpoints:
-            return None
-        name = getattr(self.broker.config, "inter_broker_listener_name", None)
-        ep = next((e for e in b.endpoints if e.listener == name), b.endpoints[0])
-        address = (ep.host, ep.port)
-        known = self._channels.get(node_id)
-        if known is not None and known[0] == address:
-            return known[1]
-        if known is not None:
-            known[1].close()
-        elif len(self._channels) >= MAX_CHANNELS:
-            _, (_, oldest) = self._channels.popitem()
-            oldest.close()
-        channel = KafkaChannel(*address, client_id=b"odradek-txn-markers")
-        self._channels[node_id] = (address, channel)
-        return channel
+        return self._peers.leader_of(topic, partition)
 
     async def send(self, node_id: int, partitions: list[tuple[str, int]], producer_id: int,
                    producer_epoch: int, commit: bool, coordinator_epoch: int
                    ) -> dict[tuple[str, int], int]:
         """An error code per partition (COORDINATOR_NOT_AVAILABLE if unreachable)."""
-        from ..broker.kafka_client import ChannelError
+        from ..broker.peer_channels import by_topic
         from ..protocol import api
 
-        failed = dict.fromkeys(partitions, COORDINATOR_NOT_AVAILABLE)
-        channel = self._channel(node_id)
-        if channel is None:
-            return failed
-        by_topic: dict[str, list[int]] = {}
-        for topic, p in partitions:
-            by_topic.setdefault(topic, []).append(p)
-        try:
-            resp = await channel.request(api.ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, {
-                "markers": [{
-                    "producer_id": producer_id, "producer_epoch": producer_epoch,
-                    "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
-                    "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()],
-                }]}, MARKER_TIMEOUT_S)
-        except (ChannelError, OSError, TimeoutError) as e:
-            log.warning("WriteTxnMarkers to broker %d failed: %s", node_id, e)
-            return failed
+        resp = await self._peers.request(node_id, api.ApiKey.WRITE_TXN_MARKERS,
+                                         WRITE_TXN_MARKERS_VERSION, {
+            "markers": [{
+                "producer_id": producer_id, "producer_epoch": producer_epoch,
+                "transaction_result": commit, "coordinator_epoch": coordinator_epoch,
+                "topics": [{"name": t, "partition_indexes": ps}
+                           for t, ps in by_topic(partitions).items()],
+            }]}, MARKER_TIMEOUT_S, "WriteTxnMarkers")
+        if resp is None:
+            return dict.fromkeys(partitions, COORDINATOR_NOT_AVAILABLE)
         codes: dict[tuple[str, int], int] = {}
         for m in resp.markers:
             for t in m.topics:
@@ -142,6 +113,4 @@ class RemoteMarkers:
         return {tp: codes.get(tp, COORDINATOR_NOT_AVAILABLE) for tp in partitions}
 
     def close(self) -> None:
-        for _, channel in self._channels.values():
-            channel.close()
-        self._channels.clear()
+        self._peers.close()

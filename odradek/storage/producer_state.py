@@ -152,6 +152,9 @@ class ProducerStateManager:
         # first offset of each open transaction -> producer id
         self.ongoing: dict[int, int] = {}
         self._first_unstable: int | None = None
+        # KIP-890: producer id -> the token of a verification in flight (see
+        # start_verification); a marker for the producer voids it.
+        self._verifications: dict[int, object] = {}
 
     # -- the produce path ---------------------------------------------------------------
     def check(self, h: BatchHeader) -> Duplicate | None:
@@ -196,6 +199,28 @@ class ProducerStateManager:
             )
         return None
 
+    # -- KIP-890 verification ------------------------------------------------------------
+    def starts_transaction(self, h: BatchHeader) -> bool:
+        """True if transactional batch ``h`` would open a transaction here: the
+        producer has none open on this partition (or a newer epoch starts one)."""
+        entry = self.producers.get(h.producer_id)
+        return entry is None or entry.current_txn_first_offset < 0 or h.producer_epoch > entry.epoch
+
+    def start_verification(self, producer_id: int) -> object:
+        """A token that stays valid until a marker for ``producer_id`` is applied:
+        a batch verified with the coordinator is appended only if no marker
+        ended the transaction while the verification was in flight."""
+        token = object()
+        self._verifications[producer_id] = token
+        return token
+
+    def end_verification(self, producer_id: int, token: object) -> bool:
+        """True if ``token`` is still valid; forgets it either way."""
+        if self._verifications.get(producer_id) is token:
+            del self._verifications[producer_id]
+            return True
+        return False
+
     def check_marker(self, producer_id: int, epoch: int) -> None:
         entry = self.producers.get(producer_id)
         if entry is not None and epoch < entry.epoch:
@@ -219,6 +244,7 @@ class ProducerStateManager:
         entry.epoch = max(entry.epoch, h.producer_epoch)
         entry.last_timestamp = max(entry.last_timestamp, h.max_timestamp)
         if h.is_control:
+            self._verifications.pop(pid, None)
             kind, coordinator_epoch = marker if marker is not None else (MARKER_ABORT, -1)
             first = entry.current_txn_first_offset
             if first >= 0:

@@ -4,15 +4,19 @@ on three brokers commits and aborts as a whole."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.integration.cluster_proc import ClusterProcesses
-from tests.integration.txn_helpers import read_values, txn_producer
+from tests.integration.txn_helpers import call, read_values, txn_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
+
+INVALID_TXN_STATE = 48
 
 
 @pytest.fixture
@@ -72,3 +76,75 @@ def test_offsets_in_a_txn_commit_on_the_group_coordinators_broker(
                                                 timeout=20)[0].offset
         c.close()
     assert committed_by_group == {f"g{n}-{topic_name}": 10 + n for n in range(3)}
+
+
+def _until_ok(fn: Any, what: str, timeout_s: float = 30.0) -> Any:
+    """Retry ``fn`` (which returns (error_code, value)) while the coordinator loads."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        code, value = fn()
+        if code == 0:
+            return value
+        assert code in (14, 15, 16), f"{what}: error {code}"  # loading / not yet available
+        assert time.monotonic() < deadline, f"{what}: still error {code}"
+        time.sleep(0.2)
+
+
+def test_kip890_a_leader_verifies_a_txn_write_with_the_coordinator_on_another_broker(
+        cluster: ClusterProcesses, topic_name: str) -> None:
+    from odradek.protocol import api
+    from odradek.protocol.records import Record, build_batch
+
+    cluster.create_topic(topic_name, 3, 1)
+    leaders = {p: v.leader for p, v in cluster.partitions(topic_name).items()}
+    tid = "tx-verify"
+
+    def find() -> tuple[int, int]:
+        c = call(cluster.brokers[1].bootstrap, api.ApiKey.FIND_COORDINATOR, 4,
+                 {"key_type": 1, "coordinator_keys": [tid]}).coordinators[0]
+        return c.error_code.value, c.node_id
+
+    coordinator = _until_ok(find, "FindCoordinator")
+    partition = next(p for p, leader in leaders.items() if leader != coordinator)
+    at_leader = cluster.brokers[leaders[partition]].bootstrap
+    at_coordinator = cluster.brokers[coordinator].bootstrap
+
+    def init() -> tuple[int, tuple[int, int]]:
+        r = call(at_coordinator, api.ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": tid, "transaction_timeout": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        return r.error_code.value, (r.producer_id, r.producer_epoch)
+
+    pid, epoch = _until_ok(init, "InitProducerId")
+
+    def produce(seq: int) -> tuple[int, int]:
+        batch = build_batch([Record(offset=-1, timestamp=1_700_000_000_000, value=b"v%d" % seq)],
+                            producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                            is_transactional=True)
+        r = call(at_leader, api.ApiKey.PRODUCE, 9, {
+            "transactional_id": tid, "acks": -1, "timeout": 5000,
+            "topic_data": [{"name": topic_name,
+                            "partition_data": [{"index": partition, "records": batch}]}]})
+        p = r.responses[0].partition_responses[0]
+        return p.error_code.value, p.base_offset
+
+    def add_partition() -> int:
+        r = call(at_coordinator, api.ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": topic_name, "partitions": [partition]}]})
+        return r.results_by_topic_v3_and_below[0].results_by_partition[0] \
+            .partition_error_code.value
+
+    # Not added to the transaction: the leader asks the coordinator, which says no.
+    assert produce(0)[0] == INVALID_TXN_STATE
+    assert add_partition() == 0
+    assert produce(0) == (0, 0)
+    assert produce(1) == (0, 1)  # the transaction is open here: no second question
+    end = call(at_coordinator, api.ApiKey.END_TXN, 3, {
+        "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": True})
+    assert end.error_code.value == 0
+    got = read_values(cluster.bootstrap, topic_name, 3, "read_committed", expect=2, timeout_s=30)
+    assert sorted(got) == [b"v0", b"v1"]
+    # The marker closed it: the next write must be verified again, and is refused.
+    assert produce(2)[0] == INVALID_TXN_STATE

@@ -203,3 +203,21 @@ def test_snapshot_bytes_follow_kafkas_producer_snapshot_v1(tmp_path):
     #        pid epoch lastSeq lastOffset offsetDelta timestamp coordEpoch txnFirstOffset
     assert entry == (9, 2, 2, 2, 2, 1_700_000_000_000, -1, 0)
     assert len(data) == 10 + 46
+
+
+def test_kip890_verification_token_is_voided_by_a_marker_in_flight(tmp_path):
+    plog = _open(tmp_path)
+    state = plog.producer_state
+    first = next(iter_batch_headers(_batch(2, 0, 0, 1, txn=True)))
+    assert state.starts_transaction(first)  # unknown producer: it would open one
+    token = state.start_verification(2)
+    assert state.end_verification(2, token)
+    assert not state.end_verification(2, token)  # used once
+    _append(plog, _batch(2, 0, 0, 1, txn=True))
+    assert not state.starts_transaction(next(iter_batch_headers(_batch(2, 0, 1, 1, txn=True))))
+    assert state.starts_transaction(next(iter_batch_headers(_batch(2, 1, 0, 1, txn=True))))
+    # A verification in flight when the marker lands is void: the transaction ended.
+    token = state.start_verification(2)
+    _append(plog, bytearray(build_control_batch("COMMIT", 2, 0, 1)))
+    assert not state.end_verification(2, token)
+    assert state.starts_transaction(next(iter_batch_headers(_batch(2, 0, 1, 1, txn=True))))

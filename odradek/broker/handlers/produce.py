@@ -97,7 +97,7 @@ def _keyless_record_error(
     return answer
 
 
-async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+async def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any] | None:
     acks = req.acks
     rm = broker.replica_manager
     node_id = broker.node_id
@@ -108,6 +108,8 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
     # acks=all appends the ISR has not all fetched yet: they wait (the produce
     # purgatory) for the high watermark to pass them, or the request timeout.
     replicated: list[tuple[dict[str, Any], Any, int]] = []
+    # KIP-890 with a coordinator on another broker: asked once, before the appends.
+    verified = await broker.txn_coordinator.verifier.verify(req) if req.transactional_id else {}
     for topic in req.topic_data:
         name = topic.name
         parts = []
@@ -168,7 +170,8 @@ async def handle_produce(broker: "Broker", ctx: RequestContext, req: Any) -> dic
             if headers[0].producer_id >= 0:
                 # Idempotence, fencing and KIP-890 verification (broker/producer_checks.py).
                 verdict = check_producer_batch(
-                    broker, plog, headers[0], req.transactional_id, name, index
+                    broker, plog, headers[0], req.transactional_id, name, index,
+                    verified.get((name, index)),
                 )
                 if verdict is not None:
                     parts.append(_partition_error(index, *verdict.error) if verdict.error else {

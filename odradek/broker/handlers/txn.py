@@ -62,7 +62,8 @@ async def _add_partitions(broker: Broker, tid: str, pid: int, epoch: int, topics
     if verify_only:
         for tp in wanted:
             if tp not in errors:
-                errors[tp] = service.core.verify_partition(tid, pid, epoch, tp)
+                errors[tp] = (service.core.coordinator_error(tid)
+                              or service.core.verify_partition(tid, pid, epoch, tp))
     elif errors:
         for tp in wanted:
             errors.setdefault(tp, E.OPERATION_NOT_ATTEMPTED)

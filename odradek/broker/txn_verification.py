@@ -1,0 +1,157 @@
+"""KIP-890 part 1 across brokers: a partition leader asks the transaction
+coordinator before it lets a transactional batch open a transaction.
+
+A transactional batch that would open a transaction on a partition (its
+producer has none open there: `ProducerStateManager.starts_transaction`) must
+go to a partition the producer added with AddPartitionsToTxn; otherwise a
+late or stray write would leave a transaction that no marker ever closes (a
+hanging transaction). When this broker is the coordinator of the
+transactional id, `producer_checks.py` asks it directly. Otherwise, before
+the appends of a Produce request, `TxnVerifier.verify` asks the coordinator's
+broker with AddPartitionsToTxn v4 and `verify_only=true`, one call for all
+such partitions of the request, and hands each partition a `Verified`:
+
+* an error: INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH / PRODUCER_FENCED as
+  the coordinator said; coordinator conditions a producer cannot act on in a
+  Produce answer (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+  COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, or no answer within
+  `VERIFY_TIMEOUT_S`) become NOT_ENOUGH_REPLICAS, which every client retries,
+  as Kafka maps them;
+* or a verification token from the partition's producer state. A marker for
+  the producer applied while the call was in flight voids it (the transaction
+  it verified has ended), and the batch is then refused with
+  INVALID_TXN_STATE instead of opening a new, unverified transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..protocol import api
+from ..protocol.records import InvalidRecords, parse_batch_header
+from ..storage.log import PartitionLog
+from .handlers import errors as E
+from .peer_channels import PeerChannels, by_topic
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger(__name__)
+
+VERIFY_VERSION = 4  # the first AddPartitionsToTxn version with verify_only
+VERIFY_TIMEOUT_S = 5.0
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+_RETRIABLE = frozenset(
+    {
+        E.NOT_COORDINATOR,
+        E.COORDINATOR_NOT_AVAILABLE,
+        E.COORDINATOR_LOAD_IN_PROGRESS,
+        E.CONCURRENT_TRANSACTIONS,
+    }
+)
+
+TopicPartition = tuple[str, int]
+
+
+@dataclass(slots=True)
+class Verified:
+    error_code: int
+    token: object | None = None  # from the producer state when error_code is NONE
+
+
+class TxnVerifier:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._peers = PeerChannels(broker, b"odradek-txn-verification")
+
+    def close(self) -> None:
+        self._peers.close()
+
+    async def verify(self, req: Any) -> dict[TopicPartition, Verified]:
+        """Verification of every partition of Produce request ``req`` that needs
+        one asked of a remote coordinator; {} when none does."""
+        tid = req.transactional_id
+        if not tid:
+            return {}
+        core = self.broker.txn_coordinator.core
+        if core.coordinator_error(tid) == E.NONE:
+            return {}  # this broker is the coordinator: producer_checks asks it
+        rm = self.broker.replica_manager
+        node_id = self.broker.node_id
+        groups: dict[tuple[int, int], dict[TopicPartition, PartitionLog]] = {}
+        for topic in req.topic_data:
+            for pd in topic.partition_data:
+                part = rm.partitions.get((topic.name, pd.index))
+                if part is None or part.leader != node_id or part.log.offline or not pd.records:
+                    continue  # answered with its error by the produce handler
+                try:
+                    h = parse_batch_header(pd.records)
+                except InvalidRecords:
+                    continue
+                if h.producer_id < 0 or not h.is_transactional or h.is_control:
+                    continue
+                if part.log.producer_state.starts_transaction(h):
+                    key = (h.producer_id, h.producer_epoch)
+                    groups.setdefault(key, {})[(topic.name, pd.index)] = part.log
+        verified: dict[TopicPartition, Verified] = {}
+        for (producer_id, epoch), logs in groups.items():
+            tokens = {
+                tp: plog.producer_state.start_verification(producer_id) for tp, plog in logs.items()
+            }
+            codes = await self._ask(tid, producer_id, epoch, list(logs), core.partition_for(tid))
+            for tp, token in tokens.items():
+                code = codes.get(tp, E.COORDINATOR_NOT_AVAILABLE)
+                if code in _RETRIABLE:
+                    code = E.NOT_ENOUGH_REPLICAS
+                if code != E.NONE:
+                    logs[tp].producer_state.end_verification(producer_id, token)
+                verified[tp] = Verified(code, token if code == E.NONE else None)
+        return verified
+
+    async def _ask(
+        self,
+        tid: str,
+        producer_id: int,
+        epoch: int,
+        partitions: list[TopicPartition],
+        state_partition: int,
+    ) -> dict[TopicPartition, int]:
+        failed = dict.fromkeys(partitions, E.COORDINATOR_NOT_AVAILABLE)
+        node = self._peers.leader_of(TRANSACTION_STATE_TOPIC, state_partition)
+        if node is None:
+            return failed
+        if node == self.broker.node_id:  # ours, but not loaded yet
+            return dict.fromkeys(partitions, E.COORDINATOR_LOAD_IN_PROGRESS)
+        resp = await self._peers.request(
+            node,
+            api.ApiKey.ADD_PARTITIONS_TO_TXN,
+            VERIFY_VERSION,
+            {
+                "transactions": [
+                    {
+                        "transactional_id": tid,
+                        "producer_id": producer_id,
+                        "producer_epoch": epoch,
+                        "verify_only": True,
+                        "topics": [
+                            {"name": t, "partitions": ps} for t, ps in by_topic(partitions).items()
+                        ],
+                    }
+                ]
+            },
+            VERIFY_TIMEOUT_S,
+            f"transaction verification of {tid!r}",
+        )
+        if resp is None:
+            return failed
+        top = int(resp.error_code.value)
+        if top != E.NONE:
+            return dict.fromkeys(partitions, top)
+        codes: dict[TopicPartition, int] = {}
+        for txn in resp.results_by_transaction:
+            for t in txn.topic_results:
+                for p in t.results_by_partition:
+                    codes[(t.name, p.partition_index)] = int(p.partition_error_code.value)
+        return {tp: codes.get(tp, E.COORDINATOR_NOT_AVAILABLE) for tp in partitions}
