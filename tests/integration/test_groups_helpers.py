@@ -4,6 +4,7 @@ rebalances, group consumers, and polling several consumers from one thread."""
 from __future__ import annotations
 
 import contextlib
+import io
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -11,9 +12,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException
+from kio.serial import entity_reader, entity_writer
 
+from odradek.protocol import api, entities
 from tests.integration.broker_proc import BrokerProcess
-from tests.integration.clients import TIMEOUT, ck_common
+from tests.integration.clients import TIMEOUT, Wire, ck_common
 
 # Broker settings for group tests: no initial rebalance delay, short sessions allowed,
 # quick KIP-848 heartbeats.
@@ -120,6 +123,18 @@ class Members:
             with contextlib.suppress(Exception):  # best effort at teardown
                 c.close()
         self.consumers.clear()
+
+
+def kio_call(w: Wire, api_key: int, version: int, body: dict[str, Any], corr: int = 7) -> Any:
+    """One request of a flexible version over `w`, answered as a kio response."""
+    cls = api.request_class(api_key, version)
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, entities.build(cls, body))
+    w.send_request(api_key, version, corr, buf.getvalue(), header_version=2)
+    frame = w.read_frame()
+    assert frame is not None, "the broker closed the connection"
+    resp, _ = entity_reader(api.response_class(api_key, version))(frame, 5)
+    return resp
 
 
 def values(prefix: str, n: int) -> list[bytes]:

@@ -6,7 +6,6 @@ their heartbeats, revoking before another member is given a partition.
 
 from __future__ import annotations
 
-import io
 import subprocess
 import sys
 import uuid
@@ -14,12 +13,16 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer
-from kio.serial import entity_reader, entity_writer
 
-from odradek.protocol import api, entities
+from odradek.protocol import api
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.clients import Out, Wire, ck_common, ck_produce, create_topic
-from tests.integration.test_groups_helpers import Members, start_group_broker, values
+from tests.integration.test_groups_helpers import (
+    Members,
+    kio_call,
+    start_group_broker,
+    values,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
@@ -48,20 +51,9 @@ def ck_848(bootstrap: str, group: str, **conf: object) -> Consumer:
 
 
 def describe(bootstrap: str, group: str, version: int = 0):
-    cls = api.request_class(api.ApiKey.CONSUMER_GROUP_DESCRIBE, version)
-    body = io.BytesIO()
-    entity_writer(cls)(
-        body, entities.build(cls, {"group_ids": [group], "include_authorized_operations": False})
-    )
+    body = {"group_ids": [group], "include_authorized_operations": False}
     with Wire(bootstrap) as w:
-        w.send_request(
-            api.ApiKey.CONSUMER_GROUP_DESCRIBE, version, 7, body.getvalue(), header_version=2
-        )
-        frame = w.read_frame()
-    resp, _ = entity_reader(api.response_class(api.ApiKey.CONSUMER_GROUP_DESCRIBE, version))(
-        frame, 5
-    )
-    return resp.groups[0]
+        return kio_call(w, api.ApiKey.CONSUMER_GROUP_DESCRIBE, version, body).groups[0]
 
 
 @pytest.mark.parametrize("assignor", ["uniform", "range"])
@@ -126,3 +118,60 @@ def test_kip848_members_share_partitions_and_take_over_when_one_leaves(
 def test_kip848_describe_unknown_group_is_group_id_not_found(gbroker):
     d = describe(gbroker.bootstrap, "no-such-group-" + uuid.uuid4().hex)
     assert d.error_code.value == 69
+
+
+def _members_view(d) -> dict[str, tuple[int, list[int]]]:
+    """member id -> (member epoch, owned partitions) from ConsumerGroupDescribe."""
+    return {
+        m.member_id: (
+            m.member_epoch,
+            sorted(p for tp in m.assignment.topic_partitions for p in tp.partitions),
+        )
+        for m in d.members
+    }
+
+
+@pytest.mark.parametrize("hard", [True, False], ids=["kill9", "clean"])
+def test_kip848_group_survives_broker_restart_without_reassignment(
+    broker_kind, tmp_path, topic_name, hard
+):
+    """Kafka's coordinator failover: the group's records are replayed, members that
+    heartbeat with their id and epoch keep their partitions, no one is fenced."""
+    proc = start_group_broker(tmp_path, broker_kind)
+    group = f"g848r-{uuid.uuid4().hex[:8]}"
+    m = Members()
+    try:
+        create_topic(proc.bootstrap, topic_name, 4)
+        first = values("before", 80)
+        ck_produce(
+            proc.bootstrap, topic_name, [Out(v, partition=i % 4) for i, v in enumerate(first)]
+        )
+        m.add("c1", ck_848(proc.bootstrap, group), [topic_name])
+        m.add("c2", ck_848(proc.bootstrap, group), [topic_name])
+        m.poll_until(lambda: m.balanced(4) and set(first) <= m.values(), desc="2-way split")
+        before = describe(proc.bootstrap, group)
+        assert before.group_state == "Stable", before
+        for c in m.consumers.values():
+            c.commit(asynchronous=False)
+        assigned_before = dict(m.assign_calls)
+        owned_before = m.assignments()
+
+        proc.restart(hard=hard)
+
+        second = values("after", 80)
+        ck_produce(
+            proc.bootstrap, topic_name, [Out(v, partition=i % 4) for i, v in enumerate(second)]
+        )
+        m.poll_until(lambda: set(second) <= m.values(), desc="records produced after the restart")
+        after = describe(proc.bootstrap, group)
+        # The same members, epochs and partitions: nothing was reassigned.
+        assert after.group_epoch == before.group_epoch
+        assert after.assignment_epoch == before.assignment_epoch
+        assert _members_view(after) == _members_view(before)
+        assert m.assignments() == owned_before
+        assert m.assign_calls == assigned_before
+        # At least once: every record produced was consumed.
+        assert set(first) | set(second) <= m.values()
+    finally:
+        m.close()
+        proc.close()
