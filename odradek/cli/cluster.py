@@ -1,9 +1,11 @@
 """`odradek cluster up`: a local cluster for development.
 
-    odradek cluster up --brokers 3 [--data-dir DIR] [--base-port 9092] [--combined]
+    odradek cluster up --brokers 3 [--controllers 1] [--data-dir DIR] [--base-port 9092]
+                       [--combined]
 
-Starts, on 127.0.0.1, one controller (`process.roles=controller`, node id
-100, the single voter of the metadata quorum, port base-port + 100) and N
+Starts, on 127.0.0.1, the controllers (`process.roles=controller`, node ids
+100, 101, ..., the voters of the metadata quorum, ports base-port + 100, ...;
+one by default, three make a quorum that survives the loss of one) and N
 brokers (`process.roles=broker`, node ids 1..N, ports base-port ..
 base-port + N - 1), each an `odradek server` child process with its own log
 dir under DIR and its log in DIR/<node>.log. With `--combined`, node 1 is
@@ -33,7 +35,7 @@ STOP_TIMEOUT_S = 20.0
 
 
 def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
-                   voter_id: int, data_dir: Path, cluster_id: str) -> list[str]:
+                   voters: str, data_dir: Path, cluster_id: str) -> list[str]:
     """The `--override` arguments of one node."""
     broker_listener = f"PLAINTEXT://{HOST}:{port}"
     controller_listener = f"CONTROLLER://{HOST}:{controller_port}"
@@ -47,7 +49,7 @@ def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
         "node.id": str(node_id),
         "listeners": listeners,
         "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": f"{voter_id}@{HOST}:{controller_port}",
+        "controller.quorum.voters": voters,
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(data_dir),
         "cluster.id": cluster_id,
@@ -88,13 +90,23 @@ def run_up(args: argparse.Namespace) -> int:
     base.mkdir(parents=True, exist_ok=True)
     cluster_id = args.cluster_id or random_uuid()
     controller_port = args.base_port + 100
+    if args.controllers < 1 or (args.combined and args.controllers != 1):
+        print("error: --controllers must be at least 1 (exactly 1 with --combined)",
+              file=sys.stderr)
+        return 1
     nodes: list[tuple[str, int, str, int]] = []  # (name, node id, roles, port to wait on)
+    controller_ports: dict[int, int] = {}  # node id -> its CONTROLLER port
     if args.combined:
         nodes.append(("node-1", 1, "broker,controller", args.base_port))
+        controller_ports[1] = controller_port
         first_broker = 2
     else:
-        nodes.append(("controller", CONTROLLER_ID, "controller", controller_port))
+        for i in range(args.controllers):
+            name = "controller" if args.controllers == 1 else f"controller-{CONTROLLER_ID + i}"
+            nodes.append((name, CONTROLLER_ID + i, "controller", controller_port + i))
+            controller_ports[CONTROLLER_ID + i] = controller_port + i
         first_broker = 1
+    voters = ",".join(f"{n}@{HOST}:{port}" for n, port in controller_ports.items())
     for i in range(first_broker, args.brokers + 1):
         nodes.append((f"broker-{i}", i, "broker", args.base_port + i - 1))
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
@@ -109,9 +121,9 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         for name, node_id, roles, port in nodes:
             data_dir = base / name
-            voter_id = 1 if args.combined else CONTROLLER_ID
             cmd = [sys.executable, "-m", "odradek", "server", *node_overrides(
-                node_id, roles, port, controller_port, voter_id, data_dir, cluster_id)]
+                node_id, roles, port, controller_ports.get(node_id, controller_port), voters,
+                data_dir, cluster_id)]
             log_file = open(base / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
             proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                     start_new_session=True)
@@ -158,6 +170,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="cluster_command", required=True, metavar="<action>")
     up = sub.add_parser("up", help="start a controller and N brokers on 127.0.0.1")
     up.add_argument("--brokers", type=int, default=3, help="number of brokers (default 3)")
+    up.add_argument("--controllers", type=int, default=1,
+                    help="number of controllers, the voters of the metadata quorum (default 1)")
     up.add_argument("--data-dir", help="parent dir of the nodes' log dirs (default: a temp dir)")
     up.add_argument("--base-port", type=int, default=9092, help="first broker port")
     up.add_argument("--cluster-id", help="cluster id (default: a new one)")

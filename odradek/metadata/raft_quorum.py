@@ -51,7 +51,15 @@ from ..broker.kafka_client import ChannelError, KafkaChannel, stop_tasks
 from ..protocol import api
 from ..protocol import records as batches
 from ..raft import messages as M
-from ..raft.config import RaftConfig
+from ..raft.config import (
+    ELECTION_BACKOFF_MAX_MS,
+    ELECTION_TIMEOUT_MS,
+    FETCH_TIMEOUT_MS,
+    REQUEST_TIMEOUT_MS,
+    RaftConfig,
+    VoterAddress,
+    VoterSet,
+)
 from ..raft.core import RaftCore
 from ..raft.effects import (
     Effect,
@@ -89,6 +97,22 @@ class NotControllerError(Exception):
 
 def _now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def raft_config(config: Any) -> RaftConfig | None:
+    """The Raft configuration of a controller in a quorum of several voters
+    (`BrokerConfig`'s controller.quorum.* keys); None with one voter."""
+    voters = config.quorum_voters
+    if "controller" not in config.process_roles or len(voters) < 2:
+        return None
+    addresses = {v.node_id: VoterAddress(v.node_id, v.host, v.port) for v in voters}
+    return RaftConfig(
+        voters=VoterSet(frozenset(addresses), addresses),
+        election_timeout_ms=config.get(ELECTION_TIMEOUT_MS),
+        fetch_timeout_ms=config.get(FETCH_TIMEOUT_MS),
+        election_backoff_max_ms=config.get(ELECTION_BACKOFF_MAX_MS),
+        request_timeout_ms=config.get(REQUEST_TIMEOUT_MS),
+    )
 
 
 class RaftMetadataQuorum(MetadataQuorum):
@@ -139,12 +163,13 @@ class RaftMetadataQuorum(MetadataQuorum):
 
     async def stop(self) -> None:
         """Resign if leading (EndQuorumEpoch, so the others elect at once), then stop."""
+        await stop_tasks([self._ticker])  # no new election from here on
+        self._ticker = None
         if self.core is not None and self.core.state == State.LEADER:
             self._run(self.core.resign(_now_ms()))
             if self._calls:
                 await asyncio.wait(list(self._calls), timeout=RESIGN_WAIT_S)
-        await stop_tasks([self._ticker, *self._calls])
-        self._ticker = None
+        await stop_tasks(list(self._calls))
         for channel in self._channels.values():
             channel.close()
         self._channels.clear()

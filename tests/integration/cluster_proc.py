@@ -1,10 +1,11 @@
-"""A real odradek cluster for integration tests: one controller and N brokers.
+"""A real odradek cluster for integration tests: controllers and N brokers.
 
 Theory of operation
 -------------------
-`ClusterProcesses` formats a cluster id and starts, on 127.0.0.1, a node with
-`process.roles=controller` (node id 100, the single voter of the metadata
-quorum) and `brokers` nodes with `process.roles=broker` (node ids 1..N) that
+`ClusterProcesses` formats a cluster id and starts, on 127.0.0.1, `controllers`
+nodes with `process.roles=controller` (node ids 100, 101, ..., the voters of
+the metadata quorum; one by default, `self.controller` is the first) and
+`brokers` nodes with `process.roles=broker` (node ids 1..N) that
 find it through `controller.quorum.voters`, each a `BrokerProcess` with its
 own data dir, port and log. Timeouts are lowered as Kafka's own cluster tests
 lower them (heartbeats 250 ms, session 2 s, replica lag 2 s), so fencing and
@@ -47,22 +48,30 @@ class PartitionView:
 class ClusterProcesses:
     def __init__(self, base: Path, brokers: int = 3, overrides: dict[str, object] | None = None,
                  racks: dict[int, str] | None = None,
-                 broker_overrides: dict[int, dict[str, object]] | None = None) -> None:
+                 broker_overrides: dict[int, dict[str, object]] | None = None,
+                 controllers: int = 1) -> None:
         self.base = base
-        self.controller_port = free_port()
+        ports = {CONTROLLER_ID + i: free_port() for i in range(controllers)}
+        self.controller_port = ports[CONTROLLER_ID]
         common = {
-            "controller.quorum.voters": f"{CONTROLLER_ID}@{HOST}:{self.controller_port}",
+            "controller.quorum.voters": ",".join(f"{n}@{HOST}:{p}" for n, p in ports.items()),
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
             "cluster.id": CLUSTER_ID,
             **FAST_TIMEOUTS,
             **(overrides or {}),
         }
-        self.controller = BrokerProcess(
-            overrides={**common, "process.roles": "controller", "node.id": CONTROLLER_ID,
-                       "listeners": f"CONTROLLER://{HOST}:{self.controller_port}"},
-            port=self.controller_port, data_dir=base / "controller",
-        )
+        self.controllers: dict[int, BrokerProcess] = {
+            node_id: BrokerProcess(
+                overrides={**common, "process.roles": "controller", "node.id": node_id,
+                           "listeners": f"CONTROLLER://{HOST}:{port}"},
+                port=port,
+                data_dir=base / ("controller" if node_id == CONTROLLER_ID
+                                 else f"controller-{node_id}"),
+            )
+            for node_id, port in ports.items()
+        }
+        self.controller = self.controllers[CONTROLLER_ID]
         self.brokers: dict[int, BrokerProcess] = {}
         for node_id in range(1, brokers + 1):
             extra: dict[str, object] = {"process.roles": "broker", "node.id": node_id}
@@ -74,7 +83,8 @@ class ClusterProcesses:
             )
 
     def start(self) -> ClusterProcesses:
-        self.controller.start()
+        for c in self.controllers.values():
+            c.start()
         for b in self.brokers.values():
             b.start()
         self.wait_for_brokers(set(self.brokers))
@@ -83,7 +93,8 @@ class ClusterProcesses:
     def close(self) -> None:
         for b in self.brokers.values():
             b.close()
-        self.controller.close()
+        for c in self.controllers.values():
+            c.close()
 
     @property
     def bootstrap(self) -> str:

@@ -23,7 +23,7 @@ async def create_topics(
         return await broker.lifecycle.create_topics(topics, validate_only)
     async with broker.metadata_lock:
         results, records = broker.controller.create_topics(broker.image, topics, validate_only)
-        broker.quorum.append(records)
+        await broker.quorum.commit(records)
     return results
 
 
@@ -94,7 +94,7 @@ async def handle_delete_topics(broker: "Broker", ctx: RequestContext, req: Any) 
     async with broker.metadata_lock:
         image = broker.image
         by_name, by_id, records = broker.controller.delete_topics(image, names, ids)
-        broker.quorum.append(records)
+        await broker.quorum.commit(records)
     responses = []
     for n in names:
         r = by_name[n]
@@ -127,7 +127,7 @@ async def handle_create_partitions(
         results, records = broker.controller.create_partitions(
             broker.image, requests, req.validate_only
         )
-        broker.quorum.append(records)
+        await broker.quorum.commit(records)
     return {
         "results": [
             {"name": name, "error_code": results[name].error_code,
