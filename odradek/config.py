@@ -375,11 +375,14 @@ class BrokerConfig:
         """Create missing log dirs and prove each is a writable directory.
 
         Writing a probe file (rather than os.access) is what catches a read-only mount
-        and a root-owned tree alike.
+        and a root-owned tree alike. The metadata log dir (``metadata.log.dir``, else
+        the first log dir) must be usable, and so must one log dir; any other log
+        dir that is not starts offline (storage/log_manager.py), as in Kafka.
         """
         dirs = [(self._log_dirs_key, d) for d in self.log_dirs]
         if self.get("metadata.log.dir"):
             dirs.append(("metadata.log.dir", Path(str(self.get("metadata.log.dir")))))
+        unusable: list[ConfigError] = []
         for key, directory in dirs:
             try:
                 if directory.exists() and not directory.is_dir():
@@ -388,8 +391,13 @@ class BrokerConfig:
                 with tempfile.NamedTemporaryFile(dir=directory, prefix=".odradek-probe-"):
                     pass
             except OSError as e:
-                raise ConfigError(key, f"log directory {directory} is not usable: "
-                                       f"{e.strerror or e}", self.get(key)) from None
+                error = ConfigError(key, f"log directory {directory} is not usable: "
+                                         f"{e.strerror or e}", self.get(key))
+                if directory == self.metadata_log_dir:
+                    raise error from None
+                unusable.append(error)
+        if len(unusable) == len(self.log_dirs):
+            raise unusable[0]
 
     # ---- generic access ---------------------------------------------------------------
 

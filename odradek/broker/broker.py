@@ -12,6 +12,7 @@ import functools
 import io
 import logging
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from ..protocol.framing import (
 from ..protocol.guard import check_flexible_request
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
+from ..storage.log import kafka_uuid_string
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from ..topic_config import (
@@ -46,7 +48,7 @@ from .context import Handler, RequestContext
 from .controller_service import ControllerService
 from .fetch_session import FetchSessionCache
 from .handlers import HANDLERS
-from .kafka_client import ChannelError
+from .kafka_client import ChannelError, stop_tasks
 from .lifecycle import BrokerLifecycle
 from .log_tasks import LogTasks
 from .metrics import BrokerMetrics
@@ -66,6 +68,10 @@ FORWARDED_TO_CONTROLLER = frozenset({
 # How long a starting broker waits to be unfenced before it opens its listeners anyway.
 BROKER_STARTUP_WAIT_S = 30.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+# Replica placements (AssignReplicasToDirs, KIP-858) sent in one request at most,
+# and the wait before a failed send is tried again.
+MAX_ASSIGNMENTS_PER_REQUEST = 1000
+ASSIGNMENT_RETRY_BACKOFF_S = 0.5
 
 
 class Broker:
@@ -90,6 +96,9 @@ class Broker:
             topic_config_default=self._topic_config_default,
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
+        self._assignments_due = asyncio.Event()
+        self._assignment_task: asyncio.Task[None] | None = None
+        self.replica_manager.on_assignments = self._assignments_due.set
         self.quorum.listeners.append(self.replica_manager.on_metadata)
         # Replication follows the replica manager's partitions (replication.py,
         # replica_fetcher.py); the controller role runs the cluster's control
@@ -168,6 +177,9 @@ class Broker:
             self.controller_service.start()
         self.replication.start()
         self._sync_replication()
+        self._assignment_task = loop.create_task(self._send_assignments())
+        if self.replica_manager.pending_assignments:
+            self._assignments_due.set()
         if self.lifecycle is not None:
             self.lifecycle.start()
             if not await self.lifecycle.wait_ready(BROKER_STARTUP_WAIT_S):
@@ -219,7 +231,8 @@ class Broker:
             for ep in self.config.advertised_listeners
         ]
         rack = self.config.get("broker.rack")
-        record = R.register_broker_record(self.node_id, endpoints, rack)
+        log_dirs = [kafka_uuid_string(d) for d in self.online_directory_ids()]
+        record = R.register_broker_record(self.node_id, endpoints, rack, log_dirs=log_dirs)
         current = self.image.brokers.get(self.node_id)
         if current is None or [
             {
@@ -229,13 +242,64 @@ class Broker:
                 "security_protocol": e.security_protocol,
             }
             for e in current.endpoints
-        ] != endpoints or current.rack != rack:
+        ] != endpoints or current.rack != rack or current.log_dirs != tuple(sorted(log_dirs)):
             self.quorum.append([record])
+        # Leadership follows our log dirs: off replicas in a dir that is not
+        # online, back onto those in a dir that is again (KIP-858).
+        assert self.controller_service is not None
+        changes = self.controller_service.control.directory_changes(self.image, self.node_id)
+        if changes:
+            self.quorum.append(changes)
+
+    def online_directory_ids(self) -> list[uuid.UUID]:
+        lm = self.log_manager
+        return [lm.directory_ids[d] for d in lm.online_dirs() if d in lm.directory_ids]
+
+    async def _send_assignments(self) -> None:
+        """Tell the controller where new replicas were placed (KIP-858's
+        AssignReplicasToDirs; the controller's own code on a controller node),
+        retrying until it has them."""
+        pending = self.replica_manager.pending_assignments
+        while True:
+            await self._assignments_due.wait()
+            self._assignments_due.clear()
+            batch = list(pending.items())[:MAX_ASSIGNMENTS_PER_REQUEST]
+            if not batch:
+                continue
+            assignments = [(tid, p, d) for (tid, p), d in batch]
+            try:
+                if self.controller_service is not None:
+                    await self.controller_service.assign_replicas_to_dirs(
+                        self.node_id, None, assignments)
+                else:
+                    assert self.lifecycle is not None
+                    await self.lifecycle.assign_replicas_to_dirs(assignments)
+            except asyncio.CancelledError:
+                raise
+            except ChannelError as e:
+                log.info("replica placements not yet recorded by the controller: %s", e)
+                failed = True
+            except Exception:  # a bug in one round must not stop the placements
+                log.exception("sending replica placements failed")
+                failed = True
+            else:
+                failed = False
+            if failed:
+                await asyncio.sleep(ASSIGNMENT_RETRY_BACKOFF_S)
+                self._assignments_due.set()
+                continue
+            for key, directory in batch:
+                if pending.get(key) == directory:
+                    del pending[key]
+            if pending:
+                self._assignments_due.set()
+
 
     async def stop(self) -> None:
         if self.lifecycle is not None:
             # Kafka's controlled shutdown: leaderships move away before we go.
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        await stop_tasks([self._assignment_task])
         await self.fetchers.stop()
         await self.replication.stop()
         if self.lifecycle is not None:

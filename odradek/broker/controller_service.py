@@ -112,14 +112,15 @@ class ControllerService:
 
     async def register(
         self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, object]],
-        rack: str | None,
+        rack: str | None, log_dirs: list[str] | None = None,
     ) -> tuple[int, int]:
         """(error code, broker epoch)"""
         result: list[int] = []
 
         def decision(image: MetadataImage) -> list[R.MetadataRecord]:
             code, records = self.control.register(
-                image, broker_id, incarnation_id, endpoints, rack, _now_ms()
+                image, broker_id, incarnation_id, endpoints, rack, _now_ms(),
+                log_dirs=log_dirs,
             )
             result.append(code)
             return records
@@ -158,6 +159,22 @@ class ControllerService:
                 image, broker_id, topic_id, partition, leader_epoch, partition_epoch, new_isr
             )
             answers.append(answer)
+            return records
+
+        await self.decide(decision)
+        return answers[0]
+
+    async def assign_replicas_to_dirs(
+        self, broker_id: int, broker_epoch: int | None, assignments: list[tuple[str, int, str]]
+    ) -> tuple[int, dict[tuple[str, int], int]]:
+        """AssignReplicasToDirs (KIP-858): (error code, code per partition)."""
+        answers: list[tuple[int, dict[tuple[str, int], int]]] = []
+
+        def decision(image: MetadataImage) -> list[R.MetadataRecord]:
+            code, results, records = self.control.assign_replicas_to_dirs(
+                image, broker_id, broker_epoch, assignments
+            )
+            answers.append((code, results))
             return records
 
         await self.decide(decision)

@@ -14,8 +14,10 @@ Kafka's `BrokerLifecycleManager` plus the metadata observer of KRaft:
   metadata offset; a stale epoch means the controller forgot us: register
   again. `controlled_shutdown` sends `want_shut_down` until the controller
   has moved every leadership away (bounded by a timeout).
-* **Requests for the controller**: AlterPartition, AllocateProducerIds, and
-  admin requests relayed unchanged (`forward`).
+* **Requests for the controller**: AlterPartition, AllocateProducerIds,
+  AssignReplicasToDirs (where new replicas were placed, KIP-858), and admin
+  requests relayed unchanged (`forward`). The registration names the
+  directory ids of the online log dirs.
 
 The controller is found through `controller.quorum.voters` (the one voter) or
 `controller.quorum.bootstrap.servers`. Every call has a timeout; failures
@@ -34,6 +36,7 @@ from ..metadata.cluster_control import AlterPartitionAnswer
 from ..metadata.controller import NewTopic, Result
 from ..metadata.quorum import METADATA_TOPIC
 from ..protocol import api
+from ..storage.log import parse_kafka_uuid
 from .kafka_client import ChannelError, KafkaChannel, stop_tasks
 
 if TYPE_CHECKING:
@@ -156,7 +159,7 @@ class BrokerLifecycle:
             "broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
             "incarnation_id": self.incarnation_id, "listeners": listeners, "features": [],
             "rack": config.get("broker.rack"), "is_migrating_zk_broker": False,
-            "log_dirs": [], "previous_broker_epoch": -1,
+            "log_dirs": self.broker.online_directory_ids(), "previous_broker_epoch": -1,
         }, timeout_s=CALL_TIMEOUT_S)
         code = int(getattr(response.error_code, "value", response.error_code))
         if code != 0:
@@ -251,6 +254,33 @@ class BrokerLifecycle:
             int(getattr(p.error_code, "value", p.error_code)), int(p.leader_id),
             int(p.leader_epoch), tuple(int(b) for b in p.isr), int(p.partition_epoch),
         )
+
+    async def assign_replicas_to_dirs(self, assignments: list[tuple[str, int, str]]) -> None:
+        """AssignReplicasToDirs v0; raises ChannelError unless the controller
+        took it (per-partition errors are logged: the image tells the rest)."""
+        if self.broker_epoch < 0:
+            raise ChannelError("not registered with the controller yet")
+        by_dir: dict[str, dict[str, list[int]]] = {}
+        for topic_id, partition, directory in assignments:
+            by_dir.setdefault(directory, {}).setdefault(topic_id, []).append(partition)
+        response = await self._requests.request(api.ApiKey.ASSIGN_REPLICAS_TO_DIRS, 0, {
+            "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
+            "directories": [{"id_": parse_kafka_uuid(d), "topics": [
+                {"topic_id": uuid.UUID(t), "partitions": [{"partition_index": p} for p in ps]}
+                for t, ps in topics.items()]} for d, topics in by_dir.items()],
+        }, timeout_s=CALL_TIMEOUT_S)
+        code = int(getattr(response.error_code, "value", response.error_code))
+        if code:
+            if code in (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED):
+                self.broker_epoch = -1
+            raise ChannelError(f"AssignReplicasToDirs answered error {code}")
+        for d in response.directories:
+            for t in d.topics:
+                for p in t.partitions:
+                    error = int(getattr(p.error_code, "value", p.error_code))
+                    if error:
+                        log.warning("AssignReplicasToDirs: %s-%d answered error %d",
+                                    t.topic_id, p.partition_index, error)
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
         response = await self._requests.request(api.ApiKey.ALLOCATE_PRODUCER_IDS, 0, {

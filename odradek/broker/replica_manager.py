@@ -6,6 +6,14 @@ loses its logs; a topic config change reaches its logs. Produce and fetch go
 through here. The leader's side of replication (follower offsets, the high
 watermark, the ISR) is `replication.py`; the follower's is `replica_fetcher.py`;
 both follow this manager's partitions after every metadata change.
+
+Log dirs (KIP-858): a new log is placed by the dir the image assigns the
+replica (storage/log_manager.py, Placement); a replica assigned to a dir that
+is not online while a dir is offline gets an offline log, answers
+KAFKA_STORAGE_ERROR and is not recreated elsewhere. A log in a dir other than
+the one the image records (a new replica, or one recorded before directory
+ids) goes into `pending_assignments`, which the broker tells the controller
+(AssignReplicasToDirs).
 """
 
 from __future__ import annotations
@@ -15,9 +23,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..metadata import directories as D
 from ..metadata import image as img
 from ..metadata import records as R
-from ..storage.log import PartitionLog
+from ..storage.log import PartitionLog, kafka_uuid_string, parse_kafka_uuid
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from .purgatory import FetchPurgatory
@@ -53,6 +62,10 @@ class ReplicaManager:
         self.log_config_for = log_config_for
         self.partitions: dict[TopicPartition, Partition] = {}
         self.purgatory = FetchPurgatory()
+        # (topic id text, partition) -> directory id text, not yet recorded
+        self.pending_assignments: dict[tuple[str, int], str] = {}
+        # called when pending_assignments gained entries (the broker sends them)
+        self.on_assignments: Callable[[], None] | None = None
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -77,6 +90,8 @@ class ReplicaManager:
             for r in records
             if r["type"] == R.CONFIG and r["resource_type"] == R.RESOURCE_TOPIC
         }
+        went_offline: list[str] = []
+        assignments_before = len(self.pending_assignments)
         for name, topic in new.topics_by_name.items():
             before = old.topics_by_name.get(name)
             if before is topic and name not in changed_configs:
@@ -87,12 +102,18 @@ class ReplicaManager:
                 part = self.partitions.get(key)
                 if self.node_id not in pimg.replicas:
                     continue
+                directory = D.directory_of(pimg, self.node_id)
                 if part is None:
                     try:
-                        plog = self.log_manager.get_or_create(name, p, topic.topic_id, config)
+                        plog = self.log_manager.get_or_create(
+                            name, p, topic.topic_id, config,
+                            None if directory == D.UNASSIGNED else parse_kafka_uuid(directory),
+                        )
                     except OSError as e:
                         log.error("cannot create the log of %s-%d: %s", name, p, e)
                         continue
+                    if plog.offline:
+                        went_offline.append(f"{name}-{p}")
                     part = Partition(
                         name, p, topic.topic_id, plog, pimg.leader_epoch, pimg.leader,
                         pimg.isr, pimg.replicas, partition_epoch=pimg.partition_epoch,
@@ -108,6 +129,25 @@ class ReplicaManager:
                     if name in changed_configs:
                         part.log.update_config(config)
                     self._on_leadership(part)
+                self._check_directory(part, directory)
+        if went_offline:
+            log.error(
+                "Partitions %s are assigned to a log dir that is not online (offline log "
+                "dirs: %s): they answer KAFKA_STORAGE_ERROR and are not created in another "
+                "dir.", ", ".join(went_offline),
+                ", ".join(str(d) for d in self.log_manager.offline_dirs),
+            )
+        if len(self.pending_assignments) > assignments_before and self.on_assignments:
+            self.on_assignments()
+
+    def _check_directory(self, part: Partition, directory: str) -> None:
+        """Queue an assignment when the log is not where the image says."""
+        actual = self.log_manager.directory_id_of(part.log)
+        key = (str(part.topic_id), part.partition)
+        if actual is None or kafka_uuid_string(actual) == directory:
+            self.pending_assignments.pop(key, None)
+        else:
+            self.pending_assignments[key] = kafka_uuid_string(actual)
 
     def _on_leadership(self, part: Partition) -> None:
         """As leader, the epoch starts at the log end offset (the leader epoch

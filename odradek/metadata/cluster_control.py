@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import directories as D
 from . import records as R
 from .image import MetadataImage, PartitionImage, TopicImage, apply
 
@@ -123,6 +124,7 @@ class ClusterControl:
         rack: str | None,
         now_ms: int,
         fenced: bool = True,
+        log_dirs: list[str] | None = None,
     ) -> tuple[int, list[R.MetadataRecord]]:
         """A broker (re)registers. The same incarnation registering again (a
         retry) changes nothing; a new incarnation replaces the old one, which
@@ -135,7 +137,7 @@ class ClusterControl:
         if current is not None and fenced and not current.fenced:
             records += self._leave(image, broker_id)
         records.append(
-            R.register_broker_record(broker_id, endpoints, rack, fenced, incarnation_id)
+            R.register_broker_record(broker_id, endpoints, rack, fenced, incarnation_id, log_dirs)
         )
         return NONE, records
 
@@ -230,7 +232,7 @@ class ClusterControl:
         ) != len(new_isr):
             return AlterPartitionAnswer(INVALID_REQUEST), []
         for r in new_isr:
-            if r not in part.isr and not _eligible(image, r):
+            if r not in part.isr and not _eligible(image, r, part):
                 return AlterPartitionAnswer(INELIGIBLE_REPLICA), []
         isr = tuple(r for r in part.replicas if r in new_isr)
         answer = AlterPartitionAnswer(
@@ -241,17 +243,77 @@ class ClusterControl:
                                         part.partition_epoch), []
         return answer, [R.partition_change_record(str(topic.topic_id), partition, isr=list(isr))]
 
+    # -- log dirs (KIP-858) --------------------------------------------------------------
+
+    def assign_replicas_to_dirs(
+        self,
+        image: MetadataImage,
+        broker_id: int,
+        broker_epoch: int | None,
+        assignments: list[tuple[str, int, str]],
+    ) -> tuple[int, dict[tuple[str, int], int], list[R.MetadataRecord]]:
+        """AssignReplicasToDirs: `broker_id` placed its replicas (topic id text,
+        partition) in these dirs. Each change is a PartitionChangeRecord with
+        the directories; then leadership follows the dirs (`directory_changes`).
+        `broker_epoch` None: the controller's own broker (a combined node).
+        Returns (error code, code per partition, records)."""
+        import uuid
+
+        broker = image.brokers.get(broker_id)
+        if broker is None:
+            return BROKER_ID_NOT_REGISTERED, {}, []
+        if broker_epoch is not None and broker_epoch != broker.epoch:
+            return STALE_BROKER_EPOCH, {}, []
+        results: dict[tuple[str, int], int] = {}
+        records: list[R.MetadataRecord] = []
+        for tid_text, index, directory in assignments:
+            topic = image.topics_by_id.get(uuid.UUID(tid_text))
+            part = topic.partitions.get(index) if topic is not None else None
+            if topic is None:
+                results[(tid_text, index)] = UNKNOWN_TOPIC_ID
+            elif part is None:
+                results[(tid_text, index)] = UNKNOWN_TOPIC_OR_PARTITION
+            elif broker_id not in part.replicas:
+                results[(tid_text, index)] = NOT_LEADER_OR_FOLLOWER
+            else:
+                results[(tid_text, index)] = NONE
+                if D.directory_of(part, broker_id) != directory:
+                    records.append(R.partition_change_record(
+                        tid_text, index,
+                        directories=D.with_directory(part, broker_id, directory)))
+        after = apply(image, records, image.offset)
+        return NONE, results, records + self.directory_changes(after, broker_id)
+
+    def directory_changes(self, image: MetadataImage, broker_id: int) -> list[R.MetadataRecord]:
+        """Leadership follows `broker_id`'s log dirs: its replicas whose dir is
+        not online leave leadership and the ISR as a fenced broker's do (the last
+        ISR member stays, without leading); a leaderless partition whose ISR holds
+        it on an online dir gets it as leader."""
+        if not _eligible(image, broker_id):
+            return []
+        records = self._leave(
+            image, broker_id, only=lambda part: not D.replica_dir_online(image, part, broker_id)
+        )
+        after = apply(image, records, image.offset)
+        return records + self._elect_where_leaderless(after, broker_id)
+
     # -- elections -----------------------------------------------------------------------
 
-    def _leave(self, image: MetadataImage, broker_id: int) -> list[R.MetadataRecord]:
+
+    def _leave(
+        self, image: MetadataImage, broker_id: int,
+        only: Callable[[PartitionImage], bool] | None = None,
+    ) -> list[R.MetadataRecord]:
         """Move leadership and ISR membership away from `broker_id` (fenced or
-        shutting down)."""
+        shutting down), or only from its replicas that `only` picks."""
         records: list[R.MetadataRecord] = []
         for topic, part in _partitions_with(image, broker_id):
+            if only is not None and not only(part):
+                continue
             tid = str(topic.topic_id)
             if part.leader == broker_id:
                 candidates = [
-                    r for r in part.isr if r != broker_id and _eligible(image, r)
+                    r for r in part.isr if r != broker_id and _eligible(image, r, part)
                 ]
                 if candidates:
                     isr = [r for r in part.isr if r != broker_id]
@@ -261,7 +323,8 @@ class ClusterControl:
                     ))
                     continue
                 if self.unclean_leader_election(image, topic.name):
-                    live = [r for r in part.replicas if r != broker_id and _eligible(image, r)]
+                    live = [r for r in part.replicas
+                            if r != broker_id and _eligible(image, r, part)]
                     if live:
                         records.append(R.partition_change_record(
                             tid, part.partition, leader=live[0], isr=[live[0]],
@@ -287,7 +350,7 @@ class ClusterControl:
         it in their ISR (or, with unclean election, among their replicas)."""
         records: list[R.MetadataRecord] = []
         for topic, part in _partitions_with(image, broker_id):
-            if part.leader != NO_LEADER:
+            if part.leader != NO_LEADER or not D.replica_dir_online(image, part, broker_id):
                 continue
             if broker_id in part.isr:
                 records.append(R.partition_change_record(
@@ -315,7 +378,7 @@ class ClusterControl:
                 preferred = part.replicas[0]
                 preferred_count[preferred] = preferred_count.get(preferred, 0) + 1
                 if part.leader != preferred and preferred in part.isr and _eligible(
-                    image, preferred
+                    image, preferred, part
                 ):
                     candidates.setdefault(preferred, []).append((topic, part))
         records: list[R.MetadataRecord] = []
@@ -358,7 +421,7 @@ class ClusterControl:
                 preferred = part.replicas[0]
                 if part.leader == preferred:
                     results[(topic_name, index)] = (ELECTION_NOT_NEEDED, None)
-                elif preferred not in part.isr or not _eligible(image, preferred):
+                elif preferred not in part.isr or not _eligible(image, preferred, part):
                     results[(topic_name, index)] = (
                         PREFERRED_LEADER_NOT_AVAILABLE,
                         (f"Failed to elect leader for partition {topic_name}-{index} under "
@@ -369,11 +432,11 @@ class ClusterControl:
                     records.append(R.partition_change_record(
                         tid, index, leader=preferred, leader_epoch=part.leader_epoch + 1))
             elif election_type == ELECTION_UNCLEAN:
-                if part.leader != NO_LEADER and _eligible(image, part.leader):
+                if part.leader != NO_LEADER and _eligible(image, part.leader, part):
                     results[(topic_name, index)] = (ELECTION_NOT_NEEDED, None)
                     continue
-                live_isr = [r for r in part.isr if _eligible(image, r)]
-                live = [r for r in part.replicas if _eligible(image, r)]
+                live_isr = [r for r in part.isr if _eligible(image, r, part)]
+                live = [r for r in part.replicas if _eligible(image, r, part)]
                 if live_isr or live:
                     leader = _in_replica_order(part, live_isr)[0] if live_isr else live[0]
                     results[(topic_name, index)] = (NONE, None)
@@ -390,9 +453,14 @@ class ClusterControl:
         return results, records
 
 
-def _eligible(image: MetadataImage, broker_id: int) -> bool:
+def _eligible(
+    image: MetadataImage, broker_id: int, part: PartitionImage | None = None
+) -> bool:
+    """The broker is alive and, given a partition, its replica's log dir is online."""
     b = image.brokers.get(broker_id)
-    return b is not None and not b.fenced and not b.in_controlled_shutdown
+    if b is None or b.fenced or b.in_controlled_shutdown:
+        return False
+    return part is None or D.replica_dir_online(image, part, broker_id)
 
 
 def _in_replica_order(part: PartitionImage, members: list[int]) -> list[int]:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
+from . import directories as D
 from . import records as R
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -25,6 +26,9 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # KIP-858: the log dir id of each replica, in `replicas` order; () when the
+    # partition was recorded without them (metadata/directories.py).
+    directories: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,8 @@ class BrokerImage:
     # the metadata offset of the registration: Kafka's broker epoch
     epoch: int = -1
     incarnation_id: str | None = None
+    # the directory ids it registered online (KIP-858); () when not told
+    log_dirs: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +109,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                         rec["leader"],
                         rec["leader_epoch"],
                         rec.get("partition_epoch", 0),
+                        directories=tuple(rec.get("directories", ())),
                     )
                 else:
                     part = replace(
@@ -112,6 +119,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                         leader=rec.get("leader", old.leader),
                         leader_epoch=rec.get("leader_epoch", old.leader_epoch),
                         partition_epoch=old.partition_epoch + 1,
+                        directories=_directories_after(old, rec),
                     )
                 parts[part.partition] = part
                 topic = replace(topic, partitions=MappingProxyType(parts))
@@ -143,7 +151,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
             endpoints = tuple(Endpoint(**e) for e in rec["endpoints"])
             brokers[rec["broker_id"]] = BrokerImage(
                 rec["broker_id"], endpoints, rec.get("rack"), bool(rec.get("fenced", False)),
-                False, offset, rec.get("incarnation_id"),
+                False, offset, rec.get("incarnation_id"), tuple(rec.get("log_dirs", ())),
             )
         elif kind == R.BROKER_REGISTRATION_CHANGE:
             if brokers is None:
@@ -170,3 +178,13 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
         brokers=image.brokers if brokers is None else MappingProxyType(brokers),
         next_producer_id=next_pid,
     )
+
+
+def _directories_after(old: PartitionImage, rec: R.MetadataRecord) -> tuple[str, ...]:
+    """A change names the directories, or moves replicas (a kept replica keeps
+    its dir, a new one is unassigned), or leaves them as they were."""
+    if "directories" in rec:
+        return tuple(rec["directories"])
+    if "replicas" in rec:
+        return D.realigned(old.replicas, old.directories, tuple(rec["replicas"]))
+    return old.directories

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from .directories import UNASSIGNED
+
 TOPIC = "TopicRecord"
 PARTITION = "PartitionRecord"
 PARTITION_CHANGE = "PartitionChangeRecord"
@@ -52,6 +54,8 @@ def partition_record(
         "leader": leader,
         "leader_epoch": leader_epoch,
         "partition_epoch": 0,
+        # KIP-858: each replica's log dir; its broker places it and says where
+        "directories": [UNASSIGNED] * len(replicas),
     }
 
 
@@ -77,6 +81,7 @@ def register_broker_record(
     rack: str | None,
     fenced: bool = False,
     incarnation_id: str | None = None,
+    log_dirs: list[str] | None = None,
 ) -> MetadataRecord:
     """A broker (re)registers. Kafka's RegisterBrokerRecord starts fenced; a
     broker that registers with the controller stays fenced until it has caught
@@ -89,6 +94,8 @@ def register_broker_record(
         record["fenced"] = True
     if incarnation_id is not None:
         record["incarnation_id"] = incarnation_id
+    if log_dirs is not None:  # the directory ids the broker has online (KIP-858)
+        record["log_dirs"] = sorted(log_dirs)
     return record
 
 
@@ -112,6 +119,7 @@ def partition_change_record(
     leader: int | None = None,
     isr: list[int] | None = None,
     leader_epoch: int | None = None,
+    directories: list[str] | None = None,
 ) -> MetadataRecord:
     """Kafka's PartitionChangeRecord: only the fields that change. A new leader
     always comes with a new leader epoch; every change bumps the partition epoch."""
@@ -122,6 +130,8 @@ def partition_change_record(
         record["isr"] = list(isr)
     if leader_epoch is not None:
         record["leader_epoch"] = leader_epoch
+    if directories is not None:  # one log dir id per replica (KIP-858)
+        record["directories"] = list(directories)
     return record
 
 

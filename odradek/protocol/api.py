@@ -74,6 +74,7 @@ class ApiKey(IntEnum):
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     ALLOCATE_PRODUCER_IDS = 67
+    ASSIGN_REPLICAS_TO_DIRS = 73
 
 
 # api_key -> (min_version, max_version) that odradek answers.
@@ -131,6 +132,7 @@ CONTROLLER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.BROKER_REGISTRATION: (0, 4),
     ApiKey.BROKER_HEARTBEAT: (0, 1),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
+    ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
 }
 
 

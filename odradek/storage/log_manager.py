@@ -56,8 +56,17 @@ start-up (unreadable, not a directory, bad meta.properties I/O) starts
 offline; if every dir fails, start-up fails. An offline dir comes back with
 a restart.
 
-Placement: a new partition goes to the online dir holding the fewest
-partitions (first dir on ties), as Kafka does.
+Placement (KIP-858). The metadata records which dir (by ``directory.id``)
+holds each replica; ``get_or_create`` takes that id. A log found in an online
+dir is used wherever it is. Otherwise: no id (unassigned: a new replica) or
+the id of an online dir -> created there, or in the online dir holding the
+fewest partitions (first dir on ties), as Kafka does. Any other id while some
+configured dir is offline -> not created: the data may be in the offline dir
+(whose id cannot be read), so the replica is an ``OfflinePartitionLog``
+(storage/offline_log.py) until a restart with the dir usable. Any other id
+with every configured dir online -> the id is not one of this broker's dirs
+(the dir was removed from ``log.dirs``, or the replica was recorded before
+directory ids were): created anew, as Kafka does with a lost dir.
 """
 
 from __future__ import annotations
@@ -84,6 +93,7 @@ from odradek.storage.log import (
     wall_clock_ms,
 )
 from odradek.storage.log_config import LogConfig
+from odradek.storage.offline_log import OfflinePartitionLog
 
 META_PROPERTIES = "meta.properties"
 META_VERSION = "1"
@@ -167,6 +177,8 @@ class LogManager:
         self._config_for: Callable[[str], LogConfig] | None = None
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
+        # replicas assigned to a dir that is not online (see Placement)
+        self._offline_logs: dict[tuple[str, int], OfflinePartitionLog] = {}
 
     # -- startup -----------------------------------------------------------------------
     def startup(self, config_for: Callable[[str], LogConfig] | None = None) -> None:
@@ -179,11 +191,21 @@ class LogManager:
         errors: list[OSError] = []
         for dir in self.log_dirs:
             try:
+                if dir.exists() and not dir.is_dir():
+                    raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(dir))
                 dir.mkdir(parents=True, exist_ok=True)
                 self.directory_ids[dir] = self._check_meta_properties(dir)
             except OSError as e:
                 errors.append(e)
-                self.mark_dir_offline(dir, e)
+                if e.errno in _PROCESS_LIMIT_ERRNOS:
+                    self.mark_dir_offline(dir, e)  # logs; a process limit, not a disk
+                    continue
+                log.error(
+                    "Log dir %s is unusable at start-up: %s. It is offline: the partitions "
+                    "assigned to it stay offline (KAFKA_STORAGE_ERROR) and are not created "
+                    "in another dir until the broker restarts with it repaired.", dir, e,
+                )
+                self.offline_dirs[dir] = str(e)
         for dir in self.online_dirs():
             try:
                 self._load_dir(dir)
@@ -348,11 +370,13 @@ class LogManager:
         partition: int,
         topic_id: uuid.UUID | None,
         config: LogConfig | None = None,
+        directory_id: uuid.UUID | None = None,
     ) -> PartitionLog:
-        """The existing log (its config updated if one is given) or a new one in
-        the online dir with the fewest partitions."""
+        """The existing log (its config updated if one is given), or a new one
+        placed by ``directory_id`` (the dir the metadata assigns, None when
+        unassigned), or an offline log: see Placement in the module docstring."""
         key = (topic, partition)
-        plog = self._logs.get(key)
+        plog = self._logs.get(key) or self._offline_logs.get(key)
         if plog is not None:
             if config is not None:
                 plog.update_config(config)
@@ -360,10 +384,22 @@ class LogManager:
         online = self.online_dirs()
         if not online:
             raise KafkaStorageError(f"no online log dir for {topic}-{partition}")
+        assigned = [d for d in online if self.directory_ids.get(d) == directory_id]
+        if directory_id is not None and not assigned and self.offline_dirs:
+            offline = OfflinePartitionLog(topic, partition, config or self.default_config,
+                                          topic_id)
+            self._offline_logs[key] = offline
+            return offline
+        if directory_id is not None and not assigned:
+            log.warning(
+                "%s-%d is assigned to log dir %s, which is not one of this broker's log dirs "
+                "(all online): creating it anew", topic, partition,
+                kafka_uuid_string(directory_id),
+            )
         counts = {dir: 0 for dir in self.log_dirs}
         for dir in self._dir_of.values():
             counts[dir] += 1
-        dir = min(online, key=lambda d: counts[d])
+        dir = assigned[0] if assigned else min(online, key=lambda d: counts[d])
         try:
             plog = PartitionLog.open(
                 dir / log_dir_name(topic, partition),
@@ -386,6 +422,7 @@ class LogManager:
         """Close the log, rename its dir to ``<topic>-<partition>.<uuid>-delete``
         (so a crash mid-delete never resurrects it) and remove it."""
         key = (topic, partition)
+        self._offline_logs.pop(key, None)
         plog = self._logs.pop(key, None)
         dir = self._dir_of.pop(key, None)
         if plog is None or dir is None:
@@ -410,6 +447,13 @@ class LogManager:
 
     def dir_of(self, plog: PartitionLog) -> Path:
         return self._dir_of[(plog.topic, plog.partition)]
+
+    def directory_id_of(self, plog: PartitionLog) -> uuid.UUID | None:
+        """The ``directory.id`` of the dir holding ``plog``; None when offline."""
+        dir = self._dir_of.get((plog.topic, plog.partition))
+        if dir is None or plog.offline or self._logs.get((plog.topic, plog.partition)) is not plog:
+            return None
+        return self.directory_ids.get(dir)
 
     # -- background work (driven by broker/log_tasks.py) ---------------------------------
     def _each_online_log(self, action: Callable[[PartitionLog], object]) -> None:

@@ -460,10 +460,18 @@ def test_override_must_be_key_equals_value() -> None:
 def test_log_dir_under_a_regular_file_is_unusable(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
+    # The metadata log dir (the first) must be usable...
     with pytest.raises(ConfigError) as info:
-        BrokerConfig.load(None, [f"log.dirs={tmp_path / 'ok'},{blocker / 'sub'}"])
+        BrokerConfig.load(None, [f"log.dirs={blocker / 'sub'},{tmp_path / 'ok'}"])
     assert info.value.key == "log.dirs"
     assert str(blocker / "sub") in info.value.message
+    # ...another one starts offline (storage/log_manager.py), as in Kafka...
+    config = BrokerConfig.load(None, [f"log.dirs={tmp_path / 'ok'},{blocker / 'sub'}"])
+    assert config.log_dirs == [tmp_path / "ok", blocker / "sub"]
+    # ...unless no log dir is usable at all.
+    with pytest.raises(ConfigError):
+        BrokerConfig.load(None, [f"log.dirs={blocker / 'a'},{blocker / 'b'}",
+                                 f"metadata.log.dir={tmp_path / 'meta'}"])
 
 
 def test_log_dir_that_is_a_file_is_unusable(tmp_path: Path) -> None:

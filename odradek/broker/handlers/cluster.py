@@ -1,5 +1,5 @@
 """Cluster APIs: the controller's (BrokerRegistration, BrokerHeartbeat,
-AlterPartition, AllocateProducerIds) and the Fetch dispatcher.
+AlterPartition, AllocateProducerIds, AssignReplicasToDirs) and the Fetch dispatcher.
 
 Fetch has three callers, told apart as Kafka tells them apart:
 
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ...metadata.quorum import METADATA_TOPIC, METADATA_TOPIC_ID
 from ...protocol import api
 from ...protocol.entities import ms
+from ...storage.log import kafka_uuid_string
 from ..context import Handler, RequestContext
 from ..controller_service import METADATA_KEY
 from . import fetch as consumer_fetch
@@ -110,9 +111,12 @@ async def handle_broker_registration(
          "security_protocol": SECURITY_PROTOCOLS.get(int(lst.security_protocol), "PLAINTEXT")}
         for lst in req.listeners
     ]
+    # KIP-858 (v2+): the directory ids the broker has online
+    log_dirs = [kafka_uuid_string(d) for d in getattr(req, "log_dirs", ()) if d is not None]
     code, epoch = await service.register(
-        int(req.broker_id), str(req.incarnation_id), endpoints, req.rack
+        int(req.broker_id), str(req.incarnation_id), endpoints, req.rack, log_dirs or None
     )
+
     return {"error_code": code, "broker_epoch": epoch}
 
 
@@ -171,6 +175,32 @@ async def handle_allocate_producer_ids(
     return {"error_code": 0, "producer_id_start": start, "producer_id_len": length}
 
 
+async def handle_assign_replicas_to_dirs(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    """A broker placed replicas in log dirs (KIP-858): the controller records it."""
+    service = broker.controller_service
+    if service is None or not service.active:
+        return {"error_code": NOT_CONTROLLER, "directories": []}
+    assignments = [
+        (str(t.topic_id), int(p.partition_index), kafka_uuid_string(d.id_))
+        for d in req.directories if d.id_ is not None for t in d.topics for p in t.partitions
+    ]
+    code, results = await service.assign_replicas_to_dirs(
+        int(req.broker_id), int(req.broker_epoch), assignments
+    )
+    if code:
+        return {"error_code": code, "directories": []}
+    return {"error_code": 0, "directories": [
+        {"id_": d.id_, "topics": [
+            {"topic_id": t.topic_id, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": results.get((str(t.topic_id), int(p.partition_index)), 42)}
+                for p in t.partitions]}
+            for t in d.topics]}
+        for d in req.directories]}
+
+
 async def handle_elect_leaders(
     broker: Broker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
@@ -198,4 +228,5 @@ HANDLERS: dict[int, Handler] = {
     api.ApiKey.BROKER_HEARTBEAT: handle_broker_heartbeat,
     api.ApiKey.ALTER_PARTITION: handle_alter_partition,
     api.ApiKey.ALLOCATE_PRODUCER_IDS: handle_allocate_producer_ids,
+    api.ApiKey.ASSIGN_REPLICAS_TO_DIRS: handle_assign_replicas_to_dirs,
 }

@@ -187,6 +187,10 @@ def _read_all(
             answers.append(_partition_answer(index, E.UNKNOWN_TOPIC_OR_PARTITION))
             had_error = True
             continue
+        if part.log.offline:  # its log dir is offline (storage/log_manager.py)
+            answers.append(_partition_answer(index, E.KAFKA_STORAGE_ERROR))
+            had_error = True
+            continue
         if part.leader != rm.node_id:
             # Consumers read from the leader; the tag tells them where it is now.
             answer = _partition_answer(index, E.NOT_LEADER_OR_FOLLOWER)
@@ -196,8 +200,6 @@ def _read_all(
             had_error = True
             continue
         code = _check_epoch(part, sp.current_leader_epoch)
-        if part.log.offline:  # its log dir failed (storage/log_manager.py)
-            code = E.KAFKA_STORAGE_ERROR
         if code:
             answers.append(_partition_answer(index, code))
             had_error = True
@@ -274,13 +276,15 @@ async def handle_list_offsets(broker: "Broker", ctx: RequestContext, req: Any) -
                 entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(entry)
                 continue
+            if part.log.offline:
+                entry["error_code"] = E.KAFKA_STORAGE_ERROR
+                parts.append(entry)
+                continue
             if part.leader != broker.node_id:
                 entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
                 parts.append(entry)
                 continue
             code = _check_epoch(part, getattr(p, "current_leader_epoch", -1))
-            if part.log.offline:
-                code = E.KAFKA_STORAGE_ERROR
             if code:
                 entry["error_code"] = code
                 parts.append(entry)
@@ -324,12 +328,12 @@ async def handle_offset_for_leader_epoch(
                      "end_offset": -1}
             if part is None:
                 entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif part.log.offline:
+                entry["error_code"] = E.KAFKA_STORAGE_ERROR
             elif part.leader != broker.node_id:
                 entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
             elif code := _check_epoch(part, p.current_leader_epoch):
                 entry["error_code"] = code
-            elif part.log.offline:
-                entry["error_code"] = E.KAFKA_STORAGE_ERROR
             else:
                 # The leader epoch cache (storage/leader_epoch.py): the largest
                 # epoch <= the requested one and where the next epoch starts (or

@@ -5,8 +5,9 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ...metadata import directories as D
 from ...metadata.controller import NewTopic, validate_topic_name
-from ...metadata.image import MetadataImage, TopicImage
+from ...metadata.image import MetadataImage, PartitionImage, TopicImage
 from ...protocol import api
 from ..context import RequestContext
 from . import errors as E
@@ -39,11 +40,16 @@ def brokers_for(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
 def partition_entries(
     topic: TopicImage, image: MetadataImage | None = None
 ) -> list[dict[str, Any]]:
-    def offline(replicas: tuple[int, ...]) -> list[int]:
-        # replicas on fenced or unknown brokers (Kafka: on brokers not alive)
+    def offline(p: PartitionImage) -> list[int]:
+        # replicas on fenced or unknown brokers (Kafka: on brokers not alive) or
+        # in a log dir their broker does not have online (KIP-858)
         if image is None:
             return []
-        return [r for r in replicas if r not in image.brokers or image.brokers[r].fenced]
+        return [
+            r for r in p.replicas
+            if r not in image.brokers or image.brokers[r].fenced
+            or not D.replica_dir_online(image, p, r)
+        ]
 
     return [
         {
@@ -54,7 +60,7 @@ def partition_entries(
             "leader_epoch": p.leader_epoch,
             "replica_nodes": list(p.replicas),
             "isr_nodes": list(p.isr),
-            "offline_replicas": offline(p.replicas),
+            "offline_replicas": offline(p),
             # The Java admin client reads these lists without a null check.
             "eligible_leader_replicas": [],
             "last_known_elr": [],

@@ -122,6 +122,9 @@ async def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> dict[
             if part is None:
                 parts.append(_partition_error(index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
+            if part.log.offline:  # its log dir is offline (storage/log_manager.py)
+                parts.append(_partition_error(index, E.KAFKA_STORAGE_ERROR))
+                continue
             if part.leader != node_id:
                 parts.append(_partition_error(index, E.NOT_LEADER_OR_FOLLOWER))
                 continue

@@ -73,6 +73,8 @@ def _read(broker: Broker, replica_id: int, topic: str, p: Any,
     part = rm.partitions.get((topic, index))
     if part is None:
         return _answer(index, E.UNKNOWN_TOPIC_OR_PARTITION), 0, True
+    if part.log.offline:
+        return _answer(index, E.KAFKA_STORAGE_ERROR), 0, True
     if part.leader != broker.node_id:
         return _answer(index, E.NOT_LEADER_OR_FOLLOWER, current_leader={
             "leader_id": part.leader, "leader_epoch": part.leader_epoch}), 0, True
@@ -82,8 +84,6 @@ def _read(broker: Broker, replica_id: int, topic: str, p: Any,
     if current > part.leader_epoch:
         return _answer(index, E.UNKNOWN_LEADER_EPOCH), 0, True
     plog = part.log
-    if plog.offline:
-        return _answer(index, E.KAFKA_STORAGE_ERROR), 0, True
     offset = p.fetch_offset
     diverging = diverging_epoch(plog, offset, getattr(p, "last_fetched_epoch", -1))
     if diverging is not None:
