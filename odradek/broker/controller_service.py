@@ -1,8 +1,10 @@
 """The active controller's asyncio shell: sessions, timers and the metadata log.
 
-On a node with the controller role (the one voter of the metadata quorum for
-now: `metadata/quorum.py`), this runs `metadata/cluster_control.py` against
-the live image: broker registrations and heartbeats (handlers/cluster.py
+On a node with the controller role this runs `metadata/cluster_control.py`
+against the live image while the node is the active controller (always with
+one voter, `metadata/quorum.py`; while it is the Raft leader with several,
+`metadata/raft_quorum.py`, which calls `set_active`; a standby answers
+NOT_CONTROLLER and rebuilds the sessions from the image when it takes over): broker registrations and heartbeats (handlers/cluster.py
 calls in), the session check that fences silent brokers, the periodic
 preferred-leader election (`auto.leader.rebalance.enable`), and AlterPartition
 from leaders. Every change is a batch of metadata records appended under the
@@ -10,8 +12,7 @@ broker's metadata lock, so each controller decision sees the image the
 previous one produced. Parked metadata fetches of observers (brokers) wake on
 every append.
 
-A multi-voter quorum replaces `MetadataQuorum.append` with a Raft append that
-returns once a majority has the batch; this shell and the handlers stay.
+With several voters `commit` returns once a majority has the batch.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ..metadata import records as R
 from ..metadata.cluster_control import AlterPartitionAnswer, ClusterControl, HeartbeatAnswer
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import METADATA_TOPIC
+from ..metadata.raft_quorum import NotControllerError, RaftMetadataQuorum
 from .kafka_client import stop_tasks
 from .purgatory import FetchPurgatory
 
@@ -54,7 +56,10 @@ class ControllerService:
         )
         self.metadata_waiters = FetchPurgatory()
         self._task: asyncio.Task[None] | None = None
+        self.active = False
         broker.quorum.listeners.append(self._on_metadata)
+        if isinstance(broker.quorum, RaftMetadataQuorum):
+            broker.quorum.leadership_listeners.append(self.set_active)
 
     def _unclean_enabled(self, image: MetadataImage, topic: str) -> bool:
         value = image.topic_configs(topic).get("unclean.leader.election.enable")
@@ -68,8 +73,18 @@ class ControllerService:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        self.control.activate(self.broker.image, _now_ms())
+        """Start the timers; with one voter this node is the active controller now."""
+        if not isinstance(self.broker.quorum, RaftMetadataQuorum):
+            self.set_active(True)
         self._task = asyncio.get_running_loop().create_task(self._timers())
+
+    def set_active(self, active: bool) -> None:
+        """Taking over rebuilds the sessions from the image: every registered
+        broker gets a fresh session (Kafka's controller failover does the same)."""
+        if active and not self.active:
+            self.control.activate(self.broker.image, _now_ms())
+        self.active = active
+        self.metadata_waiters.notify(METADATA_KEY)  # parked observers: ask the leader
 
     async def stop(self) -> None:
         await stop_tasks([self._task])
@@ -82,12 +97,16 @@ class ControllerService:
         next_rebalance_ms = _now_ms() + rebalance_every_ms
         while True:
             await asyncio.sleep(SESSION_CHECK_INTERVAL_MS / 1000)
+            if not self.active:
+                continue
             try:
                 now = _now_ms()
                 await self.decide(functools.partial(self._fence_silent, now_ms=now))
                 if rebalance and now >= next_rebalance_ms:
                     next_rebalance_ms = now + rebalance_every_ms
                     await self.decide(self.control.preferred_leader_elections)
+            except NotControllerError:
+                pass  # leadership moved during the round; the new leader runs them
             except Exception:  # a bug in one round must not stop the timers
                 log.exception("controller timer round failed")
 
@@ -107,8 +126,10 @@ class ControllerService:
     ) -> MetadataImage:
         """Run a pure decision on the current image and append its records."""
         async with self.broker.metadata_lock:
+            if not self.active:
+                raise NotControllerError(getattr(self.broker.quorum, "leader_id", -1))
             records = decision(self.broker.image)
-            return self.broker.quorum.append(records)
+            return await self.broker.quorum.commit(records)
 
     async def register(
         self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, object]],

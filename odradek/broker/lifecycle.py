@@ -19,9 +19,15 @@ Kafka's `BrokerLifecycleManager` plus the metadata observer of KRaft:
   requests relayed unchanged (`forward`). The registration names the
   directory ids of the online log dirs.
 
-The controller is found through `controller.quorum.voters` (the one voter) or
-`controller.quorum.bootstrap.servers`. Every call has a timeout; failures
-back off and retry.
+The controller is found through `controller.quorum.voters` or
+`controller.quorum.bootstrap.servers`. With several voters the broker talks
+to one at a time and moves on (`_move_controller`) when that one is gone (a
+dead connection) or is not the active controller (NOT_CONTROLLER, or a
+metadata Fetch answered NOT_LEADER_OR_FOLLOWER, whose `current_leader` names
+the quorum's leader: the broker goes there first, else to the next voter).
+The new active controller knows the broker from the metadata log, so
+heartbeats carry on with the same broker epoch. Every call has a timeout;
+failures back off and retry.
 """
 
 from __future__ import annotations
@@ -50,21 +56,23 @@ RETRY_BACKOFF_S = 0.2
 CALL_TIMEOUT_S = 10.0
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 STALE_BROKER_EPOCH = 77
+NOT_LEADER_OR_FOLLOWER = 6
+NOT_CONTROLLER = 41
+# A controller that refused a connection is skipped this long when choosing
+# the next one (about the quorum's fetch timeout: by then it is replaced or back).
+UNREACHABLE_S = 2.0
 BROKER_ID_NOT_REGISTERED = 102
 
 
-def controller_address(broker: Broker) -> tuple[str, int]:
+def controller_addresses(broker: Broker) -> dict[int, tuple[str, int]]:
+    """The controllers a broker may talk to, by voter id (bootstrap servers,
+    whose ids are unknown, get -1, -2, ...)."""
     voters = broker.config.quorum_voters
     if voters:
-        if len(voters) > 1:
-            raise ValueError(
-                "controller.quorum.voters: odradek runs a single-voter metadata quorum for now; "
-                "a multi-voter quorum needs the Raft shell over odradek/raft"
-            )
-        return voters[0].host, voters[0].port
+        return {v.node_id: (v.host, v.port) for v in voters}
     servers = broker.config.quorum_bootstrap_servers
     if servers:
-        return servers[0]
+        return {-1 - i: server for i, server in enumerate(servers)}
     raise ValueError("a broker-only node needs controller.quorum.voters or "
                      "controller.quorum.bootstrap.servers")
 
@@ -72,11 +80,12 @@ def controller_address(broker: Broker) -> tuple[str, int]:
 class BrokerLifecycle:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        host, port = controller_address(broker)
-        self._heartbeats = KafkaChannel(host, port, b"odradek-broker-lifecycle")
-        self._metadata = KafkaChannel(host, port, b"odradek-metadata-observer")
-        self._requests = KafkaChannel(host, port, b"odradek-controller-requests")
-        self._forwarding = KafkaChannel(host, port, b"odradek-forwarding")
+        self._controllers = controller_addresses(broker)
+        self._order = sorted(self._controllers, key=lambda n: (n < 0, abs(n)))
+        self.controller_id = self._order[0]
+        self._generation = 0  # bumped on every move to another controller
+        self._unreachable_until: dict[int, float] = {}  # loop time, by controller
+        self._open_channels()
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
         self.fenced = True
@@ -100,14 +109,75 @@ class BrokerLifecycle:
 
     async def stop(self) -> None:
         await stop_tasks(list(self._tasks))
+        self._close_channels()
+
+    # -- which controller ---------------------------------------------------------------
+
+    def _open_channels(self) -> None:
+        host, port = self._controllers[self.controller_id]
+        self._heartbeats = KafkaChannel(host, port, b"odradek-broker-lifecycle")
+        self._metadata = KafkaChannel(host, port, b"odradek-metadata-observer")
+        self._requests = KafkaChannel(host, port, b"odradek-controller-requests")
+        self._forwarding = KafkaChannel(host, port, b"odradek-forwarding")
+
+    def _close_channels(self) -> None:
         for ch in (self._heartbeats, self._metadata, self._requests, self._forwarding):
             ch.close()
+
+    def _move_controller(
+        self, seen_generation: int, leader_hint: int = -1, unreachable: bool = False
+    ) -> None:
+        """The controller we talk to is gone (`unreachable`) or not the active
+        one: go to the quorum leader it named, else to the next voter, skipping
+        voters unreachable within UNREACHABLE_S (the others may still name a
+        dead leader until they elect). A leader that names itself is becoming
+        the active controller: stay. A caller that saw the failure before
+        someone else moved (an older generation) changes nothing."""
+        if seen_generation != self._generation or len(self._order) < 2:
+            return
+        now = asyncio.get_running_loop().time()
+        if unreachable:
+            self._unreachable_until[self.controller_id] = now + UNREACHABLE_S
+        if leader_hint == self.controller_id:
+            return
+
+        def reachable(node: int) -> bool:
+            return self._unreachable_until.get(node, 0.0) <= now
+
+        if leader_hint in self._controllers and reachable(leader_hint):
+            target = leader_hint
+        else:
+            at = self._order.index(self.controller_id)
+            rotation = [self._order[(at + i) % len(self._order)] for i in range(1, len(self._order))]
+            target = next((n for n in rotation if reachable(n)), rotation[0])
+        self._close_channels()
+        self.controller_id = target
+        self._generation += 1
+        self._open_channels()
+        log.debug("talking to controller %d now", target)
+
+    async def _call(self, channel_name: str, api_key: int, version: int,
+                    data: dict[str, Any]) -> Any:
+        """One request to the controller we talk to; a dead connection or
+        NOT_CONTROLLER moves us on (the caller still sees the failure and retries)."""
+        generation = self._generation
+        channel: KafkaChannel = getattr(self, channel_name)
+        try:
+            response = await channel.request(api_key, version, data, timeout_s=CALL_TIMEOUT_S)
+        except ChannelError:
+            self._move_controller(generation, unreachable=True)
+            raise
+        code = getattr(response, "error_code", 0)
+        if int(getattr(code, "value", code)) == NOT_CONTROLLER:
+            self._move_controller(generation)
+        return response
 
     # -- metadata -------------------------------------------------------------------------
 
     async def _metadata_loop(self) -> None:
         quorum = self.broker.quorum
         while True:
+            generation = self._generation
             request = {
                 "cluster_id": None, "replica_id": self.broker.node_id,
                 "max_wait": METADATA_FETCH_MAX_WAIT_MS, "min_bytes": 1,
@@ -128,6 +198,12 @@ class BrokerLifecycle:
                 )
                 p = response.responses[0].partitions[0]
                 code = int(getattr(p.error_code, "value", p.error_code))
+                if code == NOT_LEADER_OR_FOLLOWER:  # a standby controller
+                    leader = getattr(p, "current_leader", None)
+                    hint = int(leader.leader_id) if leader is not None else -1
+                    self._move_controller(generation, hint)
+                    await asyncio.sleep(RETRY_BACKOFF_S)
+                    continue
                 if code != 0:
                     log.warning("metadata fetch answered error %d", code)
                     await asyncio.sleep(RETRY_BACKOFF_S)
@@ -138,6 +214,7 @@ class BrokerLifecycle:
                     self.caught_up.set()
             except ChannelError as e:
                 log.debug("metadata fetch failed: %s", e)
+                self._move_controller(generation, unreachable=True)
                 await asyncio.sleep(RETRY_BACKOFF_S)
             except asyncio.CancelledError:
                 raise
@@ -155,12 +232,12 @@ class BrokerLifecycle:
                  config.security_protocol(ep.name), 0)}
             for ep in config.advertised_listeners
         ]
-        response = await self._heartbeats.request(api.ApiKey.BROKER_REGISTRATION, 4, {
+        response = await self._call("_heartbeats", api.ApiKey.BROKER_REGISTRATION, 4, {
             "broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
             "incarnation_id": self.incarnation_id, "listeners": listeners, "features": [],
             "rack": config.get("broker.rack"), "is_migrating_zk_broker": False,
             "log_dirs": self.broker.online_directory_ids(), "previous_broker_epoch": -1,
-        }, timeout_s=CALL_TIMEOUT_S)
+        })
         code = int(getattr(response.error_code, "value", response.error_code))
         if code != 0:
             log.warning("broker registration answered error %d", code)
@@ -170,12 +247,12 @@ class BrokerLifecycle:
         return True
 
     async def _heartbeat(self, want_shut_down: bool = False) -> Any:
-        response = await self._heartbeats.request(api.ApiKey.BROKER_HEARTBEAT, 1, {
+        response = await self._call("_heartbeats", api.ApiKey.BROKER_HEARTBEAT, 1, {
             "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
             "current_metadata_offset": self.broker.image.offset,
             "want_fence": False, "want_shut_down": want_shut_down,
             "offline_log_dirs": [],
-        }, timeout_s=CALL_TIMEOUT_S)
+        })
         code = int(getattr(response.error_code, "value", response.error_code))
         if code in (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED):
             self.broker_epoch = -1
@@ -238,14 +315,14 @@ class BrokerLifecycle:
         self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int,
         new_isr: list[int],
     ) -> AlterPartitionAnswer:
-        response = await self._requests.request(api.ApiKey.ALTER_PARTITION, 3, {
+        response = await self._call("_requests", api.ApiKey.ALTER_PARTITION, 3, {
             "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
             "topics": [{"topic_id": uuid.UUID(topic_id), "partitions": [{
                 "partition_index": partition, "leader_epoch": leader_epoch,
                 "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in new_isr],
                 "leader_recovery_state": 0, "partition_epoch": partition_epoch,
             }]}],
-        }, timeout_s=CALL_TIMEOUT_S)
+        })
         code = int(getattr(response.error_code, "value", response.error_code))
         if code:
             return AlterPartitionAnswer(code)
@@ -283,9 +360,9 @@ class BrokerLifecycle:
                                     t.topic_id, p.partition_index, error)
 
     async def allocate_producer_ids(self) -> tuple[int, int]:
-        response = await self._requests.request(api.ApiKey.ALLOCATE_PRODUCER_IDS, 0, {
+        response = await self._call("_requests", api.ApiKey.ALLOCATE_PRODUCER_IDS, 0, {
             "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
-        }, timeout_s=CALL_TIMEOUT_S)
+        })
         code = int(getattr(response.error_code, "value", response.error_code))
         if code:
             raise ChannelError(f"AllocateProducerIds answered error {code}")
@@ -296,7 +373,7 @@ class BrokerLifecycle:
     ) -> dict[str, Result]:
         """CreateTopics on the controller (auto-creation, internal topics), then
         wait (bounded) until our image has the created topics."""
-        response = await self._forwarding.request(api.ApiKey.CREATE_TOPICS, 7, {
+        response = await self._call("_forwarding", api.ApiKey.CREATE_TOPICS, 7, {
             "topics": [{
                 "name": t.name, "num_partitions": t.num_partitions,
                 "replication_factor": t.replication_factor,
@@ -305,7 +382,7 @@ class BrokerLifecycle:
                 "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
             } for t in topics],
             "timeout": 30000, "validate_only": validate_only,
-        }, timeout_s=CALL_TIMEOUT_S)
+        })
         results: dict[str, Result] = {}
         for t in response.topics:
             code = int(getattr(t.error_code, "value", t.error_code))
@@ -321,4 +398,17 @@ class BrokerLifecycle:
         return results
 
     async def forward(self, frame: bytes) -> bytes:
-        return await self._forwarding.forward(frame, 0)
+        """Relay an admin request to the active controller; a dead connection
+        (a controller that died, or a standby that closed it) moves on to the
+        next one until CALL_TIMEOUT_S has passed."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CALL_TIMEOUT_S
+        while True:
+            generation = self._generation
+            try:
+                return await self._forwarding.forward(frame, 0)
+            except ChannelError:
+                self._move_controller(generation, unreachable=True)
+                if loop.time() + RETRY_BACKOFF_S >= deadline:
+                    raise
+            await asyncio.sleep(RETRY_BACKOFF_S)

@@ -501,7 +501,7 @@ def test_java_double_formatting() -> None:
 
 
 def test_quorum_voters_and_bootstrap_servers_are_parsed() -> None:
-    c = cfg(controller_quorum_voters="1@127.0.0.1:9093, 2@[::1]:9094",
+    c = cfg(process_roles="broker", controller_quorum_voters="1@127.0.0.1:9093, 2@[::1]:9094",
             controller_quorum_bootstrap_servers="a.example:9093")
     assert c.quorum_voters == [QuorumVoter(1, "127.0.0.1", 9093), QuorumVoter(2, "::1", 9094)]
     assert c.quorum_bootstrap_servers == [("a.example", 9093)]
@@ -517,6 +517,13 @@ def test_bad_quorum_voters_name_the_key(voters: str) -> None:
 def test_bad_bootstrap_server_names_the_key() -> None:
     err = error_for({"controller.quorum.bootstrap.servers": "nohostport"})
     assert err.key == "controller.quorum.bootstrap.servers"
+
+
+def test_combined_mode_runs_one_voter_only() -> None:
+    err = error_for({"node.id": "1", "controller.quorum.voters": "1@h:9093,2@h:9094"})
+    assert err.key == "process.roles" and "one voter" in err.message
+    assert cfg(process_roles="controller",
+               controller_quorum_voters="1@h:9093,2@h:9094").node_id == 1
 
 
 def test_a_controller_must_be_one_of_the_voters() -> None:

@@ -3,8 +3,12 @@ AlterPartition, AllocateProducerIds, AssignReplicasToDirs) and the Fetch dispatc
 
 Fetch has three callers, told apart as Kafka tells them apart:
 
-* a fetch of ``__cluster_metadata`` is an observer (a broker) replicating the
-  metadata log from the active controller (KRaft's pull replication);
+* a fetch of ``__cluster_metadata`` from another voter is Raft replication
+  (`metadata/raft_quorum.py` answers it, as it answers Vote,
+  BeginQuorumEpoch and EndQuorumEpoch); from anyone else it is an observer
+  (a broker) replicating the committed metadata log from the active
+  controller (KRaft's pull replication); a standby controller answers
+  NOT_LEADER_OR_FOLLOWER with the quorum's leader;
 * a fetch with a replica id >= 0 (``replica_id`` before v15,
   ``replica_state.replica_id`` from v15) is a follower: served by
   `replica_fetch.py`, up to the log end offset, with diverging epochs;
@@ -17,6 +21,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...metadata.quorum import METADATA_TOPIC, METADATA_TOPIC_ID
+from ...metadata.raft_quorum import NotControllerError, RaftMetadataQuorum
 from ...protocol import api
 from ...protocol.entities import ms
 from ...storage.log import kafka_uuid_string
@@ -48,8 +53,21 @@ def _is_metadata_fetch(req: Any) -> bool:
     )
 
 
+def _raft_quorum(broker: Broker) -> RaftMetadataQuorum | None:
+    quorum = broker.quorum
+    return quorum if isinstance(quorum, RaftMetadataQuorum) else None
+
+
+def _is_active_controller(broker: Broker) -> bool:
+    service = broker.controller_service
+    return service is not None and service.active
+
+
 async def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if _is_metadata_fetch(req):
+        raft = _raft_quorum(broker)
+        if raft is not None and _replica_id(req) in raft.config.voters:
+            return await raft.handle_request(api.ApiKey.FETCH, req)
         return await _metadata_fetch(broker, ctx, req)
     if _replica_id(req) >= 0:
         return await replica_fetch.handle_follower_fetch(broker, ctx, req, _replica_id(req))
@@ -68,8 +86,12 @@ async def _metadata_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict
             "last_stable_offset": -1, "log_start_offset": 0, "aborted_transactions": None,
             "preferred_read_replica": -1, "records": b"",
         }
-        if service is None or p.partition != 0:
+        raft = _raft_quorum(broker)
+        if service is None or not service.active or p.partition != 0:
             answer["error_code"] = 6  # NOT_LEADER_OR_FOLLOWER: not the active controller
+            if raft is not None:
+                answer["current_leader"] = {"leader_id": raft.leader_id,
+                                            "leader_epoch": raft.epoch}
             answers.append(answer)
             continue
         quorum = broker.quorum
@@ -81,14 +103,14 @@ async def _metadata_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict
         max_wait_s = min(ms(req.max_wait), METADATA_FETCH_MAX_WAIT_MS) / 1000
         deadline = time.monotonic() + max_wait_s
         data = quorum.read(offset, p.partition_max_bytes)
-        while not data:
+        while not data and service.active:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
             if not await service.metadata_waiters.wait_for_any([METADATA_KEY], remaining):
                 break
             data = quorum.read(offset, p.partition_max_bytes)
-        end = quorum.log_end_offset
+        end = quorum.high_watermark
         answer.update(high_watermark=end, last_stable_offset=end, records=data)
         answers.append(answer)
     return {"error_code": 0, "session_id": 0,
@@ -102,7 +124,7 @@ async def handle_broker_registration(
     broker: Broker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
-    if service is None:
+    if service is None or not service.active:
         return {"error_code": NOT_CONTROLLER, "broker_epoch": -1}
     if req.cluster_id != broker.cluster_id:
         return {"error_code": INCONSISTENT_CLUSTER_ID, "broker_epoch": -1}
@@ -116,7 +138,6 @@ async def handle_broker_registration(
     code, epoch = await service.register(
         int(req.broker_id), str(req.incarnation_id), endpoints, req.rack, log_dirs or None
     )
-
     return {"error_code": code, "broker_epoch": epoch}
 
 
@@ -124,7 +145,7 @@ async def handle_broker_heartbeat(
     broker: Broker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
-    if service is None:
+    if service is None or not service.active:
         return {"error_code": NOT_CONTROLLER, "is_caught_up": False, "is_fenced": True,
                 "should_shut_down": False}
     a = await service.heartbeat(
@@ -139,7 +160,7 @@ async def handle_alter_partition(
     broker: Broker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
-    if service is None:
+    if service is None or not service.active:
         return {"error_code": NOT_CONTROLLER, "topics": []}
     topics = []
     for t in req.topics:
@@ -166,7 +187,7 @@ async def handle_allocate_producer_ids(
     broker: Broker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
-    if service is None:
+    if service is None or not service.active:
         return {"error_code": NOT_CONTROLLER, "producer_id_start": -1, "producer_id_len": 0}
     from ..broker import PRODUCER_ID_BLOCK_SIZE
 
@@ -210,7 +231,7 @@ async def handle_elect_leaders(
     if req.topic_partitions is not None:
         named = [(t.topic, int(p)) for t in req.topic_partitions for p in t.partitions]
     service = broker.controller_service
-    if service is None:
+    if service is None or not service.active:
         return {"error_code": NOT_CONTROLLER, "replica_election_results": []}
     results = await service.elect_leaders(election_type, named)
     by_topic: dict[str, list[dict[str, Any]]] = {}
@@ -221,7 +242,18 @@ async def handle_elect_leaders(
         {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
 
 
+async def handle_raft_request(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """Vote, BeginQuorumEpoch, EndQuorumEpoch from another voter: the Raft core answers."""
+    raft = _raft_quorum(broker)
+    if raft is None:
+        raise NotControllerError(-1)  # not a voter of a Raft quorum: close the connection
+    return await raft.handle_request(ctx.api_key, req)
+
+
 HANDLERS: dict[int, Handler] = {
+    api.ApiKey.VOTE: handle_raft_request,
+    api.ApiKey.BEGIN_QUORUM_EPOCH: handle_raft_request,
+    api.ApiKey.END_QUORUM_EPOCH: handle_raft_request,
     api.ApiKey.ELECT_LEADERS: handle_elect_leaders,
     api.ApiKey.FETCH: handle_fetch,
     api.ApiKey.BROKER_REGISTRATION: handle_broker_registration,
