@@ -244,6 +244,14 @@ _DEFS: list[ConfigDef] = [
     _d("replica.high.watermark.checkpoint.interval.ms", L, 5000, "How often high "
        "watermarks are checkpointed.", HIGH),
     _d("num.replica.fetchers", I, 1, "Fetcher threads per source broker.", HIGH),
+    # Dynamic (IncrementalAlterConfigs on a BROKER resource, per broker id or the
+    # cluster default ""), and static here; bytes/s, the default is unthrottled.
+    _d("leader.replication.throttled.rate", L, LONG_MAX, "Bytes/s this broker sends to "
+       "throttled out-of-sync followers (the topics' leader.replication.throttled.replicas).",
+       MEDIUM, at_least(0)),
+    _d("follower.replication.throttled.rate", L, LONG_MAX, "Bytes/s this broker fetches "
+       "for its throttled out-of-sync replicas (follower.replication.throttled.replicas).",
+       MEDIUM, at_least(0)),
     _d("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred "
        "replicas.", HIGH),
     _d("leader.imbalance.check.interval.seconds", L, 300, "How often leadership balance is "
@@ -358,6 +366,14 @@ _DEFS: list[ConfigDef] = [
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
 assert len(BROKER_CONFIGS) == len(_DEFS), "duplicate broker config definition"
+
+# Broker keys IncrementalAlterConfigs/AlterConfigs may change while brokers run
+# (stored as ConfigRecords of the BROKER resource); every other key is static.
+DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset({
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+})
+assert DYNAMIC_BROKER_CONFIGS <= BROKER_CONFIGS.keys()
 
 # Real Kafka broker keys that odradek accepts but does not act on. Keeping a list (rather
 # than accepting everything) is what lets a typo stop start-up.

@@ -27,6 +27,7 @@ from odradek.broker_config_defs import (
     BROKER_CONFIGS,
     CLEANUP_POLICIES,
     COMPRESSION_TYPES,
+    DYNAMIC_BROKER_CONFIGS,
     MIN_SEGMENT_BYTES,
     TIMESTAMP_TYPES,
 )
@@ -55,6 +56,7 @@ __all__ = [
     "describe_broker_config",
     "describe_topic_config",
     "effective_log_config",
+    "validate_dynamic_broker_configs",
     "validate_topic_configs",
 ]
 
@@ -228,6 +230,21 @@ def validate_topic_configs(configs: Mapping[str, str | None], *,
     return parsed
 
 
+def validate_dynamic_broker_configs(configs: Mapping[str, str | None]) -> str | None:
+    """A BROKER resource's dynamic configs (IncrementalAlterConfigs/AlterConfigs):
+    the message for INVALID_CONFIG, or None. Only DYNAMIC_BROKER_CONFIGS may be
+    set, as Kafka refuses the rest ("Cannot update these configs dynamically")."""
+    static = sorted(key for key in configs if key not in DYNAMIC_BROKER_CONFIGS)
+    if static:
+        return f"Cannot update these configs dynamically: {static}"
+    for key, raw in configs.items():
+        try:
+            BROKER_CONFIGS[key].parse(raw)
+        except ConfigError as e:
+            return e.message
+    return None
+
+
 def _check_pairs(parsed: Mapping[str, object]) -> None:
     """Rules between two keys given together."""
     low, high = parsed.get("min.compaction.lag.ms"), parsed.get("max.compaction.lag.ms")
@@ -366,19 +383,32 @@ def _synonym_names(name: str) -> tuple[str, ...]:
     return (name,)
 
 
-def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
-    """Every modelled broker config, sorted by name. All are read-only: odradek does not
-    (yet) support dynamic broker configs, so AlterConfigs on a broker is refused."""
+def describe_broker_config(
+    broker: BrokerConfig,
+    dynamic: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
+) -> list[ConfigEntry]:
+    """Every modelled broker config, sorted by name. `dynamic` holds this broker's
+    dynamic configs and `dynamic_default` the cluster-wide ones (BROKER resource
+    ""); they come first, in Kafka's order. Only DYNAMIC_BROKER_CONFIGS may be
+    altered: every other key is read-only."""
     entries: list[ConfigEntry] = []
+    layers = ((dynamic or {}, ConfigSource.DYNAMIC_BROKER_CONFIG),
+              (dynamic_default or {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
     for name, value in broker.items():
         spec = BROKER_CONFIGS[name]
         synonyms = _broker_synonyms(broker, _synonym_names(name))
+        shown = None if spec.sensitive else format_value(spec.type, value)
+        for overrides, source in reversed(layers):
+            if name in overrides:
+                synonyms.insert(0, ConfigSynonym(name, overrides[name], source))
+                shown = overrides[name]
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(
             name=name,
-            value=None if spec.sensitive else format_value(spec.type, value),
+            value=shown,
             source=source,
-            read_only=True,
+            read_only=name not in DYNAMIC_BROKER_CONFIGS,
             is_sensitive=spec.sensitive,
             config_type=spec.type,
             documentation=spec.doc,

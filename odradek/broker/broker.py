@@ -42,6 +42,7 @@ from ..topic_config import (
     InvalidConfig,
     describe_topic_config,
     effective_log_config,
+    validate_dynamic_broker_configs,
     validate_topic_configs,
 )
 from .context import Handler, RequestContext
@@ -64,6 +65,7 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 FORWARDED_TO_CONTROLLER = frozenset({
     api.ApiKey.CREATE_TOPICS, api.ApiKey.DELETE_TOPICS, api.ApiKey.CREATE_PARTITIONS,
     api.ApiKey.ALTER_CONFIGS, api.ApiKey.INCREMENTAL_ALTER_CONFIGS, api.ApiKey.ELECT_LEADERS,
+    api.ApiKey.ALTER_PARTITION_REASSIGNMENTS, api.ApiKey.LIST_PARTITION_REASSIGNMENTS,
 })
 # How long a starting broker waits to be unfenced before it opens its listeners anyway.
 BROKER_STARTUP_WAIT_S = 30.0
@@ -94,6 +96,7 @@ class Broker:
             default_replication_factor=config.get("default.replication.factor"),
             validate_configs=self._validate_topic_configs,
             topic_config_default=self._topic_config_default,
+            validate_broker_configs=validate_dynamic_broker_configs,
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
         self._assignments_due = asyncio.Event()

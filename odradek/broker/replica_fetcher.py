@@ -16,6 +16,11 @@ epoch). For each partition in the answer:
 * OFFSET_OUT_OF_RANGE below the leader's log start: start over there;
 * a leadership error: wait for the metadata to say who leads now.
 
+A replica out of the ISR whose partition the topic's
+`follower.replication.throttled.replicas` names for this broker asks for no
+more than the follower throttle holds, and is left out of a fetch while it is
+spent (`replication_quota.py`).
+
 Every wait is bounded: `replica.fetch.wait.max.ms` on the leader,
 `replica.socket.timeout.ms` on the call, `replica.fetch.backoff.ms` after an
 error.
@@ -25,12 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import api
 from ..protocol.records import batch_crc_ok, iter_batch_headers
 from ..storage.log import PartitionLog
 from .kafka_client import ChannelError, KafkaChannel, stop_tasks
+from .replication_quota import FOLLOWER, ReplicationQuota
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -47,6 +54,9 @@ class ReplicaFetcherManager:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # one follower-side throttle for all this broker's fetchers
+        self.quota = ReplicationQuota(
+            FOLLOWER, broker.node_id, broker.config.get("follower.replication.throttled.rate"))
 
     def sync(self) -> None:
         """Match the fetchers to the partitions this node follows now."""
@@ -62,7 +72,7 @@ class ReplicaFetcherManager:
         for leader_id, keys in wanted.items():
             existing = self.fetchers.get(leader_id)
             if existing is None:
-                existing = ReplicaFetcher(self.broker, leader_id)
+                existing = ReplicaFetcher(self.broker, leader_id, self.quota)
                 self.fetchers[leader_id] = existing
                 existing.start()
             existing.partitions = keys
@@ -77,9 +87,10 @@ class ReplicaFetcherManager:
 
 
 class ReplicaFetcher:
-    def __init__(self, broker: Broker, leader_id: int) -> None:
+    def __init__(self, broker: Broker, leader_id: int, quota: ReplicationQuota) -> None:
         self.broker = broker
         self.leader_id = leader_id
+        self.quota = quota
         self.partitions: set[TopicPartition] = set()
         config = broker.config
         self.wait_max_ms: int = config.get("replica.fetch.wait.max.ms")
@@ -139,11 +150,7 @@ class ReplicaFetcher:
             parts = self._fetchable()
             channel = self._channel_for_leader()
             if not parts or channel is None:
-                self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), self.backoff_s)
-                except TimeoutError:
-                    pass
+                await self._pause(self.backoff_s)
                 continue
             try:
                 failed = await self._fetch_once(channel, parts)
@@ -156,26 +163,43 @@ class ReplicaFetcher:
                 log.exception("replica fetcher for broker %d failed", self.leader_id)
                 failed = True
             if failed:
-                self._wakeup.clear()
-                try:
-                    await asyncio.wait_for(self._wakeup.wait(), self.backoff_s)
-                except TimeoutError:
-                    pass
+                await self._pause(self.backoff_s)
+
+    async def _pause(self, seconds: float) -> None:
+        """Wait `seconds`, or less if the metadata wakes this fetcher."""
+        self._wakeup.clear()
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), seconds)
+        except TimeoutError:
+            pass
 
     async def _fetch_once(self, channel: KafkaChannel, parts: list[Partition]) -> bool:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         sent: dict[TopicPartition, tuple[int, int]] = {}
+        throttled: set[TopicPartition] = set()
+        image, now_s, me = self.broker.image, time.monotonic(), self.broker.node_id
         for part in parts:
             plog = part.log
+            key = (part.topic, part.partition)
+            max_bytes = self.partition_max_bytes
+            if me not in part.isr and self.quota.is_throttled(image, *key):
+                max_bytes = min(max_bytes, self.quota.available(image, now_s))
+                if max_bytes <= 0:
+                    continue  # the follower throttle is spent: not in this fetch
+                throttled.add(key)
             by_topic.setdefault(part.topic, []).append({
                 "partition": part.partition,
                 "current_leader_epoch": part.leader_epoch,
                 "fetch_offset": plog.log_end_offset,
                 "last_fetched_epoch": plog.leader_epoch_cache.latest_epoch(),
                 "log_start_offset": plog.log_start_offset,
-                "partition_max_bytes": self.partition_max_bytes,
+                "partition_max_bytes": max_bytes,
             })
-            sent[(part.topic, part.partition)] = (part.leader_epoch, plog.log_end_offset)
+            sent[key] = (part.leader_epoch, plog.log_end_offset)
+        if not sent:  # every partition throttled: wait for the bucket, not in a loop
+            await self._pause(min(self.quota.seconds_until_available(image, now_s),
+                                  self.backoff_s))
+            return False
         request = {
             "cluster_id": None, "replica_id": self.broker.node_id,
             "max_wait": self.wait_max_ms, "min_bytes": self.min_bytes,
@@ -195,6 +219,8 @@ class ReplicaFetcher:
         for t in response.responses:
             for p in t.partitions:
                 key = (t.topic, p.partition_index)
+                if key in throttled:
+                    self.quota.record(image, len(p.records or b""), time.monotonic())
                 current = rm.partitions.get(key)
                 if current is None or current.leader != self.leader_id or key not in sent:
                     continue

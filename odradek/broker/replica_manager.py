@@ -2,7 +2,7 @@
 
 It follows the metadata image: a partition whose replicas include this node
 gets a log (created in the log dir with the fewest partitions); a removed topic
-loses its logs; a topic config change reaches its logs. Produce and fetch go
+loses its logs, and so does a partition a reassignment moved off this node; a topic config change reaches its logs. Produce and fetch go
 through here. The leader's side of replication (follower offsets, the high
 watermark, the ISR) is `replication.py`; the follower's is `replica_fetcher.py`;
 both follow this manager's partitions after every metadata change.
@@ -101,6 +101,8 @@ class ReplicaManager:
                 key = (name, p)
                 part = self.partitions.get(key)
                 if self.node_id not in pimg.replicas:
+                    if part is not None:
+                        self._stop_replica(part)
                     continue
                 directory = D.directory_of(pimg, self.node_id)
                 if part is None:
@@ -148,6 +150,16 @@ class ReplicaManager:
             self.pending_assignments.pop(key, None)
         else:
             self.pending_assignments[key] = kafka_uuid_string(actual)
+
+    def _stop_replica(self, part: Partition) -> None:
+        """A reassignment took this node out of the partition's replicas:
+        stop and delete the local copy (Kafka's StopReplica with delete)."""
+        key = (part.topic, part.partition)
+        del self.partitions[key]
+        self.log_manager.delete(part.topic, part.partition)
+        self.purgatory.notify(key)
+        log.info("%s-%d: no longer a replica here: deleted the local log",
+                 part.topic, part.partition)
 
     def _on_leadership(self, part: Partition) -> None:
         """As leader, the epoch starts at the log end offset (the leader epoch

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 from .handlers import errors as E
 from .kafka_client import stop_tasks
 from .purgatory import FetchPurgatory
+from .replication_quota import LEADER, ReplicationQuota
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -68,6 +69,9 @@ class LeaderReplication:
         self._tasks: set[asyncio.Task[None]] = set()
         self._shrink_task: asyncio.Task[None] | None = None
         self.lag_time_max_ms: int = broker.config.get("replica.lag.time.max.ms")
+        # bytes answered to throttled out-of-sync followers (handlers/replica_fetch.py)
+        self.quota = ReplicationQuota(
+            LEADER, self.node_id, broker.config.get("leader.replication.throttled.rate"))
 
     # -- following leadership ---------------------------------------------------------
 

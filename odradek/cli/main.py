@@ -28,7 +28,8 @@ PROG = "odradek"
 
 # Subcommand modules under odradek.cli, in help order. "server" is defined in this file.
 SUBCOMMANDS: tuple[str, ...] = (
-    "server", "cluster", "topics", "produce", "consume", "groups", "transactions", "configs",
+    "server", "cluster", "topics", "partitions", "produce", "consume", "groups", "transactions",
+    "configs",
     "acls", "dump_log", "storage", "bench",
 )
 

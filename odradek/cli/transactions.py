@@ -41,26 +41,30 @@ VERSIONS: dict[int, int] = {  # the version each request is sent in (all within 
 
 
 class Connection:
-    """One blocking connection, one request at a time."""
+    """One blocking connection, one request at a time; each API in the version
+    `versions` names (other CLI commands pass their own table)."""
 
-    def __init__(self, address: str, timeout_s: float) -> None:
+    def __init__(self, address: str, timeout_s: float, versions: dict[int, int] | None = None,
+                 client_id: bytes = b"odradek-transactions") -> None:
         host, _, port = address.rpartition(":")
         self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s)
         self.correlation_id = 0
+        self.versions = VERSIONS if versions is None else versions
+        self.client_id = client_id
 
     def call(self, key: int, data: dict[str, Any]) -> Any:
         frame, pos = self.call_raw(key, data)
-        resp, _ = entity_reader(api.response_class(key, VERSIONS[key]))(frame, pos)
+        resp, _ = entity_reader(api.response_class(key, self.versions[key]))(frame, pos)
         return resp
 
     def call_raw(self, key: int, data: dict[str, Any]) -> tuple[bytes, int]:
         """The response frame and where its body starts."""
-        version = VERSIONS[key]
+        version = self.versions[key]
         req_cls = api.request_class(key, version)
         body = io.BytesIO()
         entity_writer(req_cls)(body, entities.build(req_cls, data))
         self.correlation_id += 1
-        client_id = b"odradek-transactions"
+        client_id = self.client_id
         header = struct.pack(">hhih", key, version, self.correlation_id, len(client_id)) + client_id
         if api.request_header_version(key, version) >= 2:
             header += b"\x00"

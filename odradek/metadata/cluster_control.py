@@ -25,7 +25,9 @@ Rules (Kafka's):
   broker may stop (`should_shut_down`) once it leads nothing, and is fenced.
 * AlterPartition comes from the leader, in its current leader epoch and
   partition epoch; the new ISR holds the leader, only replicas, and only
-  live brokers when it grows.
+  live brokers when it grows. An ISR change of a partition being reassigned
+  goes through `reassignment.change_record`, which completes the
+  reassignment once the ISR holds the whole target.
 * Preferred leaders: the first replica leads again when it is back in the
   ISR and the per-broker imbalance passes `leader.imbalance.per.broker.percentage`.
 
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import directories as D
+from . import reassignment
 from . import records as R
 from .image import MetadataImage, PartitionImage, TopicImage, apply
 
@@ -235,13 +238,22 @@ class ClusterControl:
             if r not in part.isr and not _eligible(image, r, part):
                 return AlterPartitionAnswer(INELIGIBLE_REPLICA), []
         isr = tuple(r for r in part.replicas if r in new_isr)
-        answer = AlterPartitionAnswer(
-            NONE, part.leader, part.leader_epoch, isr, part.partition_epoch + 1
-        )
         if isr == part.isr:
             return AlterPartitionAnswer(NONE, part.leader, part.leader_epoch, isr,
                                         part.partition_epoch), []
-        return answer, [R.partition_change_record(str(topic.topic_id), partition, isr=list(isr))]
+        if part.reassigning:
+            # The ISR may now hold the whole target: then this change completes
+            # the reassignment (reassignment.py).
+            sets = reassignment.ReplicaSets(
+                part.replicas, isr, part.adding_replicas, part.removing_replicas)
+            record = reassignment.change_record(image, str(topic.topic_id), part, sets)
+        else:
+            record = R.partition_change_record(str(topic.topic_id), partition, isr=list(isr))
+        assert record is not None
+        after = apply(image, [record], image.offset).topics_by_id[topic.topic_id]
+        now = after.partitions[partition]
+        return AlterPartitionAnswer(
+            NONE, now.leader, now.leader_epoch, now.isr, now.partition_epoch), [record]
 
     # -- log dirs (KIP-858) --------------------------------------------------------------
 
@@ -298,7 +310,6 @@ class ClusterControl:
         return records + self._elect_where_leaderless(after, broker_id)
 
     # -- elections -----------------------------------------------------------------------
-
 
     def _leave(
         self, image: MetadataImage, broker_id: int,

@@ -81,6 +81,7 @@ class Controller:
         validate_configs: Callable[[Mapping[str, str | None]], str | None],
         topic_config_default: Callable[[str], str | None] = lambda name: None,
         rng: random.Random | None = None,
+        validate_broker_configs: Callable[[Mapping[str, str | None]], str | None] | None = None,
     ) -> None:
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
@@ -88,6 +89,8 @@ class Controller:
         self.validate_configs = validate_configs
         # the value a topic config has when the topic does not override it
         self.topic_config_default = topic_config_default
+        # dynamic broker configs (an error message or None); None: refused
+        self.validate_broker_configs = validate_broker_configs
         self._rng = rng or random.Random()
 
     # -- placement -------------------------------------------------------------
@@ -325,12 +328,19 @@ class Controller:
                 )
             return None
         if resource_type == R.RESOURCE_BROKER:
-            return Result(
-                INVALID_REQUEST,
-                "Dynamic broker configs are not supported by odradek yet; "
-                "set them in server.properties",
-            )
+            if self.validate_broker_configs is None:
+                return Result(INVALID_REQUEST, "Dynamic broker configs are not supported here")
+            # a broker id, or "" for the cluster-wide default of every broker
+            if resource_name and not resource_name.isdigit():
+                return Result(INVALID_REQUEST, f"Invalid broker id {resource_name}")
+            return None
         return Result(INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+    def _validate(self, resource_type: int, configs: Mapping[str, str | None]) -> str | None:
+        if resource_type == R.RESOURCE_BROKER:
+            assert self.validate_broker_configs is not None  # _config_target checked
+            return self.validate_broker_configs(configs)
+        return self.validate_configs(configs)
 
     def incremental_alter_configs(
         self,
@@ -368,7 +378,7 @@ class Controller:
                     error = Result(INVALID_REQUEST, f"Unknown config operation {op}")
                     break
             if error is None:
-                message = self.validate_configs(new)
+                message = self._validate(rtype, new)
                 if message:
                     error = Result(INVALID_CONFIG, message)
             if error:
@@ -394,7 +404,7 @@ class Controller:
                 results.append(problem)
                 continue
             new = {name: value for name, value in entries if value is not None}
-            message = self.validate_configs(new)
+            message = self._validate(rtype, new)
             if message:
                 results.append(Result(INVALID_CONFIG, message))
                 continue

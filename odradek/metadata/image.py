@@ -26,9 +26,17 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    # A reassignment in progress (KIP-455): `replicas` is the target followed by
+    # the removing replicas; both empty when none is.
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
     # KIP-858: the log dir id of each replica, in `replicas` order; () when the
     # partition was recorded without them (metadata/directories.py).
     directories: tuple[str, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +117,8 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                         rec["leader"],
                         rec["leader_epoch"],
                         rec.get("partition_epoch", 0),
+                        tuple(rec.get("adding_replicas", ())),
+                        tuple(rec.get("removing_replicas", ())),
                         directories=tuple(rec.get("directories", ())),
                     )
                 else:
@@ -119,6 +129,9 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                         leader=rec.get("leader", old.leader),
                         leader_epoch=rec.get("leader_epoch", old.leader_epoch),
                         partition_epoch=old.partition_epoch + 1,
+                        adding_replicas=tuple(rec.get("adding_replicas", old.adding_replicas)),
+                        removing_replicas=tuple(
+                            rec.get("removing_replicas", old.removing_replicas)),
                         directories=_directories_after(old, rec),
                     )
                 parts[part.partition] = part

@@ -45,6 +45,8 @@ def topic_record(name: str, topic_id: str) -> MetadataRecord:
 def partition_record(
     topic_id: str, partition: int, replicas: list[int], leader: int, leader_epoch: int = 0
 ) -> MetadataRecord:
+    """A new partition: every replica in the ISR, no reassignment in progress
+    (`adding_replicas`/`removing_replicas` are absent, read as empty)."""
     return {
         "type": PARTITION,
         "topic_id": topic_id,
@@ -120,9 +122,15 @@ def partition_change_record(
     isr: list[int] | None = None,
     leader_epoch: int | None = None,
     directories: list[str] | None = None,
+    replicas: list[int] | None = None,
+    adding_replicas: list[int] | None = None,
+    removing_replicas: list[int] | None = None,
 ) -> MetadataRecord:
     """Kafka's PartitionChangeRecord: only the fields that change. A new leader
-    always comes with a new leader epoch; every change bumps the partition epoch."""
+    always comes with a new leader epoch; every change bumps the partition epoch.
+    A reassignment (KIP-455) sets `replicas` to target + removing and names the
+    `adding_replicas`/`removing_replicas`; completing or cancelling it sets
+    them back to empty lists."""
     record: MetadataRecord = {"type": PARTITION_CHANGE, "topic_id": topic_id, "partition": partition}
     if leader is not None:
         record["leader"] = leader
@@ -132,6 +140,12 @@ def partition_change_record(
         record["leader_epoch"] = leader_epoch
     if directories is not None:  # one log dir id per replica (KIP-858)
         record["directories"] = list(directories)
+    if replicas is not None:
+        record["replicas"] = list(replicas)
+    if adding_replicas is not None:
+        record["adding_replicas"] = list(adding_replicas)
+    if removing_replicas is not None:
+        record["removing_replicas"] = list(removing_replicas)
     return record
 
 

@@ -81,6 +81,11 @@ def _requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
                                                "cursor": None},
         api.ApiKey.ELECT_LEADERS: {"election_type": 0, "timeout": 5000, "topic_partitions": [
             {"topic": topic, "partitions": [0]}]},
+        api.ApiKey.ALTER_PARTITION_REASSIGNMENTS: {
+            "timeout": 5000, "allow_replication_factor_change": True,
+            "topics": [{"name": topic, "partitions": [
+                {"partition_index": 0, "replicas": None}]}]},
+        api.ApiKey.LIST_PARTITION_REASSIGNMENTS: {"timeout": 5000, "topics": None},
         **_group_requests(topic, topic_id),
         **_txn_requests(topic),
     }
@@ -182,6 +187,7 @@ EXPECTED_ERRORS = {
     api.ApiKey.LEAVE_GROUP: {25},
     api.ApiKey.DELETE_GROUPS: {69},  # GROUP_ID_NOT_FOUND: the group is absent on purpose
     api.ApiKey.ELECT_LEADERS: {84},  # ELECTION_NOT_NEEDED: one node leads its partition
+    api.ApiKey.ALTER_PARTITION_REASSIGNMENTS: {85},  # cancels none: NO_REASSIGNMENT_IN_PROGRESS
     # the transactional id / producer id are made up on purpose:
     api.ApiKey.ADD_PARTITIONS_TO_TXN: {49},  # INVALID_PRODUCER_ID_MAPPING
     api.ApiKey.ADD_OFFSETS_TO_TXN: {49},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from odradek.broker_config_defs import DYNAMIC_BROKER_CONFIGS
 from odradek.config import BROKER_CONFIGS, BrokerConfig
 from odradek.configdef import LONG_MAX, ConfigSource, ConfigType
 from odradek.storage.log_config import LogConfig
@@ -235,15 +236,25 @@ def test_describe_key_without_broker_synonym() -> None:
 # ---- describe_broker_config -------------------------------------------------------------
 
 
-def test_describe_broker_lists_every_key_read_only() -> None:
+def test_describe_broker_lists_every_key_read_only_but_the_dynamic_ones() -> None:
     entries = describe_broker_config(broker(num_partitions="3"))
     assert [e.name for e in entries] == sorted(BROKER_CONFIGS)
-    assert all(e.read_only for e in entries)
+    assert all(e.read_only == (e.name not in DYNAMIC_BROKER_CONFIGS) for e in entries)
     e = entry(entries, "num.partitions")
     assert (e.value, e.source) == ("3", STATIC)
     assert e.synonyms == [ConfigSynonym("num.partitions", "3", STATIC),
                           ConfigSynonym("num.partitions", "1", DEFAULT)]
     assert entry(entries, "log.retention.hours").source == DEFAULT
+
+
+def test_describe_broker_shows_dynamic_values_before_the_cluster_default_and_static() -> None:
+    key = "leader.replication.throttled.rate"
+    e = entry(describe_broker_config(broker(), {key: "200"}, {key: "500"}), key)
+    assert (e.value, e.source, e.read_only) == ("200", ConfigSource.DYNAMIC_BROKER_CONFIG, False)
+    assert [(s.value, s.source) for s in e.synonyms] == [
+        ("200", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("500", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("9223372036854775807", DEFAULT)]
 
 
 def test_describe_broker_unset_key_without_default() -> None:

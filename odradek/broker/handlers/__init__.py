@@ -13,12 +13,14 @@ from . import (
     metadata,
     produce,
     producer_id,
+    reassignment,
     txn,
 )
 
 HANDLERS: dict[int, Handler] = {}
 for _module in (
-    admin, api_versions, configs, fetch, groups, log_dirs, metadata, produce, producer_id, txn
+    admin, api_versions, configs, fetch, groups, log_dirs, metadata, produce, producer_id,
+    reassignment, txn,
 ):
     HANDLERS.update(_module.HANDLERS)
 

@@ -1,4 +1,9 @@
-"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics (and broker reads)."""
+"""DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics and brokers.
+
+Broker resources take only the dynamic keys (`DYNAMIC_BROKER_CONFIGS`: the
+replication throttle rates), per broker id or for every broker (name "");
+they are ConfigRecords like a topic's, and brokers read them from the image.
+"""
 
 from __future__ import annotations
 
@@ -60,7 +65,10 @@ async def handle_describe_configs(
                 base["error_message"] = f"Unexpected broker id {res.resource_name}"
                 results.append(base)
                 continue
-            entries = describe_broker_config(broker.config)
+            entries = describe_broker_config(
+                broker.config, image.broker_configs(broker.node_id),
+                image.configs.get((R.RESOURCE_BROKER, ""), {}),
+            )
         else:
             base["error_code"] = E.INVALID_REQUEST
             base["error_message"] = f"Unsupported resource type {res.resource_type}"

@@ -11,6 +11,9 @@ high watermark. Each partition is checked as Kafka checks it:
   part that diverges (KIP-101/279) and never blindly to its high watermark;
 * the fetch offset moves the follower's state (`broker/replication.py`):
   ISR expansion and the high watermark, which the answer carries.
+* a follower out of the ISR whose partition the topic's
+  `leader.replication.throttled.replicas` names for this broker gets only
+  what the leader's replication throttle holds (`replication_quota.py`).
 
 A follower with nothing to read parks until an append or its max wait. Fetch
 sessions are not used by followers (odradek's fetcher sends full fetches).
@@ -97,14 +100,20 @@ def _read(broker: Broker, replica_id: int, topic: str, p: Any,
         return _answer(index, E.OFFSET_OUT_OF_RANGE, high_watermark=plog.high_watermark,
                        log_start_offset=plog.log_start_offset), 0, True
     broker.replication.on_follower_fetch(part, replica_id, offset)
+    limit = min(p.partition_max_bytes, budget)
+    quota, image, now_s = broker.replication.quota, broker.image, time.monotonic()
+    throttled = replica_id not in part.isr and quota.is_throttled(image, topic, index)
+    if throttled:
+        limit = min(limit, quota.available(image, now_s))
     data = b""
-    if offset < plog.log_end_offset and budget > 0:
+    if offset < plog.log_end_offset and limit > 0:
         try:
-            data = plog.read(offset, min(p.partition_max_bytes, budget), plog.log_end_offset,
-                             True).records
+            data = plog.read(offset, limit, plog.log_end_offset, True).records
         except (OffsetOutOfRange, OSError):
             return _answer(index, E.OFFSET_OUT_OF_RANGE, high_watermark=plog.high_watermark,
                            log_start_offset=plog.log_start_offset), 0, True
+    if throttled:
+        quota.record(image, len(data), now_s)
     return _answer(
         index, 0, high_watermark=plog.high_watermark,
         last_stable_offset=plog.high_watermark, log_start_offset=plog.log_start_offset,

@@ -1,0 +1,102 @@
+"""AlterPartitionReassignments and ListPartitionReassignments (KIP-455).
+
+Both are decided by the active controller (`metadata/reassignment.py`); a
+broker-only node relays them unchanged (broker.py's FORWARDED_TO_CONTROLLER),
+as a KRaft broker forwards them. AlterPartitionReassignments answers once the
+reassignment has started (its first record is appended), not when it ends:
+clients poll ListPartitionReassignments, as kafka-reassign-partitions.sh does.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...metadata import reassignment
+from ...metadata.image import MetadataImage
+from ...protocol import api
+from ..context import RequestContext
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+NOT_CONTROLLER = 41
+
+
+async def handle_alter_partition_reassignments(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = broker.controller_service
+    base = {"throttle_time": 0, "error_message": None}
+    if ctx.api_version >= 1:
+        base["allow_replication_factor_change"] = bool(req.allow_replication_factor_change)
+    if service is None:
+        return {**base, "error_code": NOT_CONTROLLER, "responses": []}
+    requests = [
+        (
+            t.name,
+            int(p.partition_index),
+            None if p.replicas is None else [int(r) for r in p.replicas],
+        )
+        for t in req.topics
+        for p in t.partitions
+    ]
+    allow_rf_change = bool(getattr(req, "allow_replication_factor_change", True))
+    outcomes: list[list[reassignment.Outcome]] = []
+
+    def decision(image: MetadataImage) -> list[Any]:
+        answer, records = reassignment.alter(
+            image, requests, service.control.unclean_leader_election, allow_rf_change
+        )
+        outcomes.append(answer)
+        return records
+
+    await service.decide(decision)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, index, _), (code, message) in zip(requests, outcomes[0]):
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": index, "error_code": code, "error_message": message}
+        )
+    return {
+        **base,
+        "error_code": 0,
+        "responses": [{"name": name, "partitions": parts} for name, parts in by_topic.items()],
+    }
+
+
+async def handle_list_partition_reassignments(
+    broker: Broker, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    base = {"throttle_time": 0, "error_message": None}
+    if broker.controller_service is None:
+        return {**base, "error_code": NOT_CONTROLLER, "topics": []}
+    named = (
+        None
+        if req.topics is None
+        else [(t.name, [int(i) for i in t.partition_indexes]) for t in req.topics]
+    )
+    found = reassignment.ongoing(broker.image, named)
+    return {
+        **base,
+        "error_code": 0,
+        "topics": [
+            {
+                "name": name,
+                "partitions": [
+                    {
+                        "partition_index": o.partition,
+                        "replicas": list(o.replicas),
+                        "adding_replicas": list(o.adding),
+                        "removing_replicas": list(o.removing),
+                    }
+                    for o in parts
+                ],
+            }
+            for name, parts in found
+        ],
+    }
+
+
+HANDLERS = {
+    api.ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    api.ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+}
