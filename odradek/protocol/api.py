@@ -136,6 +136,10 @@ CONTROLLER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.BROKER_REGISTRATION: (0, 4),
     ApiKey.BROKER_HEARTBEAT: (0, 1),
     ApiKey.ALLOCATE_PRODUCER_IDS: (0, 0),
+    # KRaft between voters (metadata/raft_wire.py speaks these versions)
+    ApiKey.VOTE: (2, 2),
+    ApiKey.BEGIN_QUORUM_EPOCH: (1, 1),
+    ApiKey.END_QUORUM_EPOCH: (1, 1),
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
 }
 

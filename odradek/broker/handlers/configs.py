@@ -95,7 +95,7 @@ async def handle_incremental_alter_configs(
         results, records = broker.controller.incremental_alter_configs(
             broker.image, resources, req.validate_only
         )
-        broker.quorum.append(records)
+        await broker.quorum.commit(records)
     return {"responses": _responses(resources, results)}
 
 
@@ -108,7 +108,7 @@ async def handle_alter_configs(broker: "Broker", ctx: RequestContext, req: Any) 
         results, records = broker.controller.alter_configs(
             broker.image, resources, req.validate_only
         )
-        broker.quorum.append(records)
+        await broker.quorum.commit(records)
     return {"responses": _responses(resources, results)}
 
 
