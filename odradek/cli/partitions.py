@@ -99,21 +99,21 @@ def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
     if not isinstance(entries, list) or not entries:
         raise UsageError("the reassignment file lists no partitions")
     out: dict[TopicPartition, list[int]] = {}
-    for e in entries:
+    for entry in entries:
         if not (
-            isinstance(e, dict)
-            and isinstance(e.get("topic"), str)
-            and isinstance(e.get("partition"), int)
-            and isinstance(e.get("replicas"), list)
-            and all(isinstance(r, int) for r in e["replicas"])
+            isinstance(entry, dict)
+            and isinstance(entry.get("topic"), str)
+            and isinstance(entry.get("partition"), int)
+            and isinstance(entry.get("replicas"), list)
+            and all(isinstance(r, int) for r in entry["replicas"])
         ):
             raise UsageError(
-                f"bad partition entry {json.dumps(e)}: needs topic, partition, replicas"
+                f"bad partition entry {json.dumps(entry)}: needs topic, partition, replicas"
             )
-        key = (e["topic"], e["partition"])
+        key = (entry["topic"], entry["partition"])
         if key in out:
             raise UsageError(f"partition {key[0]}-{key[1]} appears more than once")
-        out[key] = list(e["replicas"])
+        out[key] = list(entry["replicas"])
     return out
 
 
