@@ -3,7 +3,7 @@
 Both are decided by the active controller (`metadata/reassignment.py`); a
 broker-only node relays them unchanged (broker.py's FORWARDED_TO_CONTROLLER),
 as a KRaft broker forwards them. AlterPartitionReassignments answers once the
-reassignment has started (its first record is appended), not when it ends:
+reassignment has started (its first record is committed), not when it ends:
 clients poll ListPartitionReassignments, as kafka-reassign-partitions.sh does.
 """
 
@@ -29,7 +29,7 @@ async def handle_alter_partition_reassignments(
     base = {"throttle_time": 0, "error_message": None}
     if ctx.api_version >= 1:
         base["allow_replication_factor_change"] = bool(req.allow_replication_factor_change)
-    if service is None:
+    if service is None or not service.active:  # a broker, or a standby controller
         return {**base, "error_code": NOT_CONTROLLER, "responses": []}
     requests = [
         (
@@ -67,7 +67,8 @@ async def handle_list_partition_reassignments(
     broker: Broker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     base = {"throttle_time": 0, "error_message": None}
-    if broker.controller_service is None:
+    service = broker.controller_service
+    if service is None or not service.active:
         return {**base, "error_code": NOT_CONTROLLER, "topics": []}
     named = (
         None
