@@ -74,6 +74,8 @@ CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 # and the wait before a failed send is tried again.
 MAX_ASSIGNMENTS_PER_REQUEST = 1000
 ASSIGNMENT_RETRY_BACKOFF_S = 0.5
+# The wait before a combined node tries again to record its failed log dirs.
+DIR_FAILURE_RETRY_BACKOFF_S = 0.5
 
 
 class Broker:
@@ -102,6 +104,8 @@ class Broker:
         self._assignments_due = asyncio.Event()
         self._assignment_task: asyncio.Task[None] | None = None
         self.replica_manager.on_assignments = self._assignments_due.set
+        self._dirs_failed = asyncio.Event()  # a log dir went offline while we run
+        self._dir_failure_task: asyncio.Task[None] | None = None
         self.quorum.listeners.append(self.replica_manager.on_metadata)
         # Replication follows the replica manager's partitions (replication.py,
         # replica_fetcher.py); the controller role runs the cluster's control
@@ -181,6 +185,8 @@ class Broker:
         self.replication.start()
         self._sync_replication()
         self._assignment_task = loop.create_task(self._send_assignments())
+        self._dir_failure_task = loop.create_task(self._report_dir_failures())
+        self.log_manager.on_dir_offline = functools.partial(self._on_dir_offline, loop)
         if self.replica_manager.pending_assignments:
             self._assignments_due.set()
         if self.lifecycle is not None:
@@ -297,12 +303,41 @@ class Broker:
             if pending:
                 self._assignments_due.set()
 
+    def _on_dir_offline(self, loop: asyncio.AbstractEventLoop, dir: Path) -> None:
+        try:  # the log manager may call from a worker thread
+            loop.call_soon_threadsafe(self._dirs_failed.set)
+        except RuntimeError:
+            pass  # the loop is closed: we are stopping anyway
+
+    async def _report_dir_failures(self) -> None:
+        """A log dir went offline while we run: the controller moves leadership
+        and ISR membership off our replicas there (KIP-858). A broker-only node
+        heartbeats at once (every heartbeat names the offline dirs); a combined
+        node decides it on its own controller, retrying until that took it."""
+        while True:
+            await self._dirs_failed.wait()
+            self._dirs_failed.clear()
+            if self.lifecycle is not None:
+                self.lifecycle.heartbeat_now()
+                continue
+            if self.controller_service is None or not self.is_broker:
+                continue
+            offline = tuple(
+                kafka_uuid_string(d) for d in self.log_manager.offline_directory_ids())
+            try:
+                await self.controller_service.log_dirs_offline(self.node_id, offline)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # e.g. the metadata log could not be written: try again
+                log.exception("recording the failed log dirs %s failed", ", ".join(offline))
+                await asyncio.sleep(DIR_FAILURE_RETRY_BACKOFF_S)
+                self._dirs_failed.set()
 
     async def stop(self) -> None:
         if self.lifecycle is not None:
             # Kafka's controlled shutdown: leaderships move away before we go.
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
-        await stop_tasks([self._assignment_task])
+        await stop_tasks([self._assignment_task, self._dir_failure_task])
         await self.fetchers.stop()
         await self.replication.stop()
         if self.lifecycle is not None:

@@ -45,6 +45,31 @@ def _now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
+def _log_dirs_taken_offline(
+    image: MetadataImage, broker_id: int, offline_log_dirs: tuple[str, ...],
+    records: list[R.MetadataRecord],
+) -> None:
+    """One line when a broker's failed log dirs leave its registration (the
+    first record of the decision, ClusterControl.log_dirs_offline)."""
+    broker = image.brokers.get(broker_id)
+    if not offline_log_dirs or not records or broker is None:
+        return
+    first = records[0]
+    if first["type"] != R.BROKER_REGISTRATION_CHANGE:
+        return
+    if "log_dirs" in first:
+        what = f"its online log dirs are now {', '.join(first['log_dirs'])}"
+    elif first.get("fenced") and set(broker.log_dirs) <= set(offline_log_dirs):
+        what = "no log dir is left online: fenced"
+    else:
+        return
+    log.warning(
+        "broker %d reported failed log dirs %s: %s; %d partition change(s) move leadership "
+        "and ISR membership off its replicas there", broker_id, ", ".join(offline_log_dirs),
+        what, sum(1 for r in records if r["type"] == R.PARTITION_CHANGE),
+    )
+
+
 class ControllerService:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
@@ -154,20 +179,32 @@ class ControllerService:
 
     async def heartbeat(
         self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
-        want_fence: bool, want_shut_down: bool,
+        want_fence: bool, want_shut_down: bool, offline_log_dirs: tuple[str, ...] = (),
     ) -> HeartbeatAnswer:
         answers: list[HeartbeatAnswer] = []
 
         def decision(image: MetadataImage) -> list[R.MetadataRecord]:
             answer, records = self.control.heartbeat(
                 image, broker_id, broker_epoch, current_metadata_offset, want_fence,
-                want_shut_down, _now_ms(),
+                want_shut_down, _now_ms(), offline_log_dirs,
             )
             answers.append(answer)
+            _log_dirs_taken_offline(image, broker_id, offline_log_dirs, records)
             return records
 
         await self.decide(decision)
         return answers[0]
+
+    async def log_dirs_offline(self, broker_id: int, offline_log_dirs: tuple[str, ...]) -> None:
+        """The controller's own broker (a combined node) lost log dirs while it
+        ran: what a broker-only node's heartbeat reports (KIP-858)."""
+
+        def decision(image: MetadataImage) -> list[R.MetadataRecord]:
+            records = self.control.log_dirs_offline(image, broker_id, offline_log_dirs)
+            _log_dirs_taken_offline(image, broker_id, offline_log_dirs, records)
+            return records
+
+        await self.decide(decision)
 
     async def alter_partition(
         self, broker_id: int, topic_id: str, partition: int, leader_epoch: int,

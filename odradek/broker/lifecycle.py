@@ -11,7 +11,9 @@ Kafka's `BrokerLifecycleManager` plus the metadata observer of KRaft:
   controller answers the broker epoch. The broker stays fenced until a
   heartbeat shows it has replayed the metadata up to its registration.
 * **Heartbeats** every `broker.heartbeat.interval.ms` carry the applied
-  metadata offset; a stale epoch means the controller forgot us: register
+  metadata offset and the directory ids of the log dirs that failed while
+  the broker ran (`offline_log_dirs`, KIP-858; a failure sends one at once);
+  a stale epoch means the controller forgot us: register
   again. `controlled_shutdown` sends `want_shut_down` until the controller
   has moved every leadership away (bounded by a timeout).
 * **Requests for the controller**: AlterPartition, AllocateProducerIds,
@@ -94,6 +96,8 @@ class BrokerLifecycle:
         self._shutting_down = False
         self._tasks: list[asyncio.Task[None]] = []
         self.interval_s: float = broker.config.get("broker.heartbeat.interval.ms") / 1000
+        # set to send the next heartbeat now (a log dir went offline, KIP-858)
+        self._heartbeat_due = asyncio.Event()
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -251,7 +255,7 @@ class BrokerLifecycle:
             "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
             "current_metadata_offset": self.broker.image.offset,
             "want_fence": False, "want_shut_down": want_shut_down,
-            "offline_log_dirs": [],
+            "offline_log_dirs": self.broker.log_manager.offline_directory_ids(),
         })
         code = int(getattr(response.error_code, "value", response.error_code))
         if code in (STALE_BROKER_EPOCH, BROKER_ID_NOT_REGISTERED):
@@ -278,8 +282,8 @@ class BrokerLifecycle:
                     continue
                 await self._heartbeat()
                 # while fenced, heartbeat sooner: unfencing waits for it
-                await asyncio.sleep(self.interval_s if not self.fenced else
-                                    min(self.interval_s, 0.1))
+                await self._until_heartbeat_due(self.interval_s if not self.fenced else
+                                                min(self.interval_s, 0.1))
             except ChannelError as e:
                 log.debug("heartbeat failed: %s", e)
                 await asyncio.sleep(RETRY_BACKOFF_S)
@@ -288,6 +292,19 @@ class BrokerLifecycle:
             except Exception:
                 log.exception("heartbeat failed")
                 await asyncio.sleep(RETRY_BACKOFF_S)
+
+    def heartbeat_now(self) -> None:
+        """Send the next heartbeat without waiting out the interval: a log dir
+        went offline and the controller should move leadership off it now, as
+        Kafka's `propagateDirectoryFailure` does."""
+        self._heartbeat_due.set()
+
+    async def _until_heartbeat_due(self, interval_s: float) -> None:
+        try:
+            await asyncio.wait_for(self._heartbeat_due.wait(), interval_s)
+        except TimeoutError:
+            pass
+        self._heartbeat_due.clear()
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move our leaderships away; True once it says

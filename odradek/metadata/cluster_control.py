@@ -30,6 +30,11 @@ Rules (Kafka's):
   reassignment once the ISR holds the whole target.
 * Preferred leaders: the first replica leads again when it is back in the
   ISR and the per-broker imbalance passes `leader.imbalance.per.broker.percentage`.
+* Log dirs (KIP-858): a replica whose dir is not among its broker's online
+  dirs neither leads nor joins the ISR. A dir that fails while the broker
+  runs (BrokerHeartbeat `offline_log_dirs`) leaves the broker's online dirs,
+  and its replicas there leave leadership and the ISR as a fenced broker's
+  do; a broker with no dir left online is fenced.
 
 Every partition change bumps the partition epoch (image.apply does); a new
 leader always comes with leader epoch + 1. The heartbeat sessions are state
@@ -153,7 +158,10 @@ class ClusterControl:
         want_fence: bool,
         want_shut_down: bool,
         now_ms: int,
+        offline_log_dirs: tuple[str, ...] = (),
     ) -> tuple[HeartbeatAnswer, list[R.MetadataRecord]]:
+        """`offline_log_dirs`: the directory ids of the broker's log dirs that
+        failed while it ran (KIP-858), repeated in every heartbeat."""
         broker = image.brokers.get(broker_id)
         if broker is None:
             return HeartbeatAnswer(BROKER_ID_NOT_REGISTERED), []
@@ -161,7 +169,12 @@ class ClusterControl:
             return HeartbeatAnswer(STALE_BROKER_EPOCH), []
         self._touch(broker_id, now_ms)
         caught_up = current_metadata_offset >= broker.epoch
-        records: list[R.MetadataRecord] = []
+        records = self.log_dirs_offline(image, broker_id, offline_log_dirs)
+        if records:
+            image = apply(image, records, image.offset)
+            broker = image.brokers[broker_id]
+        # A broker with no registered dir left online stays fenced.
+        want_fence = want_fence or _no_dir_online(broker.log_dirs, offline_log_dirs)
         if want_shut_down:
             if not broker.fenced and not broker.in_controlled_shutdown:
                 records.append(R.broker_registration_change_record(
@@ -308,6 +321,30 @@ class ClusterControl:
         )
         after = apply(image, records, image.offset)
         return records + self._elect_where_leaderless(after, broker_id)
+
+    def log_dirs_offline(
+        self, image: MetadataImage, broker_id: int, offline_log_dirs: tuple[str, ...]
+    ) -> list[R.MetadataRecord]:
+        """`broker_id`'s log dirs `offline_log_dirs` failed while it ran
+        (BrokerHeartbeat `offline_log_dirs`; on a combined node, its own code).
+        As Kafka's `handleDirectoriesOffline`: a BrokerRegistrationChangeRecord
+        names the registered dirs still online, then its replicas in the failed
+        dirs leave leadership and the ISR (`directory_changes`). A dir already
+        out of the registration changes nothing, so the same list may come in
+        every heartbeat. With no registered dir left the broker is fenced (a
+        Kafka broker halts then; an empty list would read as every dir online)."""
+        broker = image.brokers.get(broker_id)
+        if broker is None or not set(offline_log_dirs) & set(broker.log_dirs):
+            return []
+        if _no_dir_online(broker.log_dirs, offline_log_dirs):
+            if broker.fenced:
+                return []
+            return ([R.broker_registration_change_record(broker_id, fenced=True)]
+                    + self._leave(image, broker_id))
+        online = [d for d in broker.log_dirs if d not in offline_log_dirs]
+        records = [R.broker_registration_change_record(broker_id, log_dirs=online)]
+        after = apply(image, records, image.offset)
+        return records + self.directory_changes(after, broker_id)
 
     # -- elections -----------------------------------------------------------------------
 
@@ -472,6 +509,12 @@ def _eligible(
     if b is None or b.fenced or b.in_controlled_shutdown:
         return False
     return part is None or D.replica_dir_online(image, part, broker_id)
+
+
+def _no_dir_online(registered: tuple[str, ...], offline: tuple[str, ...]) -> bool:
+    """Every dir the broker registered has failed (a broker that registered
+    none, recorded before KIP-858, is never taken for one)."""
+    return bool(registered) and set(registered) <= set(offline)
 
 
 def _in_replica_order(part: PartitionImage, members: list[int]) -> list[int]:

@@ -6,7 +6,9 @@ storage/log_manager.py). The metadata records say where each replica lives:
 * ``PartitionRecord.directories`` / ``PartitionChangeRecord.directories``: one
   directory id per replica, in the order of ``replicas``;
 * ``RegisterBrokerRecord.log_dirs`` / ``BrokerRegistrationChangeRecord.log_dirs``:
-  the directory ids a broker has online (registered at start-up).
+  the directory ids a broker has online (registered at start-up; a change
+  record drops the dirs that fail while it runs, reported in BrokerHeartbeat
+  ``offline_log_dirs``).
 
 Three ids are not dirs (Kafka's ``DirectoryId``):
 

@@ -179,6 +179,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                         # unfencing ends a controlled shutdown, fencing finishes it
                         False if "fenced" in rec else current.in_controlled_shutdown,
                     ),
+                    log_dirs=tuple(rec.get("log_dirs", current.log_dirs)),
                 )
         elif kind == R.PRODUCER_IDS:
             next_pid = max(next_pid, rec["next_producer_id"])

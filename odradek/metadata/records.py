@@ -102,15 +102,21 @@ def register_broker_record(
 
 
 def broker_registration_change_record(
-    broker_id: int, fenced: bool | None = None, in_controlled_shutdown: bool | None = None
+    broker_id: int, fenced: bool | None = None, in_controlled_shutdown: bool | None = None,
+    log_dirs: list[str] | None = None,
 ) -> MetadataRecord:
     """Fence, unfence, or mark a broker as shutting down (Kafka's
-    BrokerRegistrationChangeRecord; FenceBrokerRecord/UnfenceBrokerRecord)."""
+    BrokerRegistrationChangeRecord; FenceBrokerRecord/UnfenceBrokerRecord), or
+    name the directory ids it still has online after some failed while it
+    ran (KIP-858, never empty: a broker with no dir left is fenced instead)."""
     record: MetadataRecord = {"type": BROKER_REGISTRATION_CHANGE, "broker_id": broker_id}
     if fenced is not None:
         record["fenced"] = fenced
     if in_controlled_shutdown is not None:
         record["in_controlled_shutdown"] = in_controlled_shutdown
+    if log_dirs is not None:
+        assert log_dirs, "an empty log_dirs reads as 'every dir online' (directories.py)"
+        record["log_dirs"] = sorted(log_dirs)
     return record
 
 

@@ -179,6 +179,9 @@ class LogManager:
         self._dir_of: dict[tuple[str, int], Path] = {}
         # replicas assigned to a dir that is not online (see Placement)
         self._offline_logs: dict[tuple[str, int], OfflinePartitionLog] = {}
+        # called with a dir that went offline after start-up (the broker
+        # reports it to the controller, KIP-858); may run on any thread
+        self.on_dir_offline: Callable[[Path], None] | None = None
 
     # -- startup -----------------------------------------------------------------------
     def startup(self, config_for: Callable[[str], LogConfig] | None = None) -> None:
@@ -217,6 +220,12 @@ class LogManager:
 
     def online_dirs(self) -> list[Path]:
         return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def offline_directory_ids(self) -> list[uuid.UUID]:
+        """The ``directory.id`` of each offline dir whose id was read (a dir
+        that failed after its ``meta.properties`` was: the ones the broker
+        registered online and must now report offline)."""
+        return [self.directory_ids[d] for d in self.offline_dirs if d in self.directory_ids]
 
     def _check_meta_properties(self, dir: Path) -> uuid.UUID:
         path = dir / META_PROPERTIES
@@ -356,6 +365,8 @@ class LogManager:
                 plog.close()
             except OSError:
                 pass
+        if self.on_dir_offline is not None:
+            self.on_dir_offline(dir)
 
     def is_offline(self, plog: PartitionLog) -> bool:
         return plog.offline

@@ -223,3 +223,144 @@ def test_replica_of_a_dir_no_longer_configured_is_placed_anew(tmp_path: Path) ->
     plog = manager.get_or_create("t", 0, None, directory_id=gone)
     assert not plog.offline and manager.dir_of(plog) == a
     manager.shutdown()
+
+
+# -- a log dir that fails while the broker runs (BrokerHeartbeat offline_log_dirs) ---------
+
+
+def _dir(broker: int, name: str) -> str:
+    return kafka_uuid_string(uuid.UUID(int=broker << 8 | ord(name)))
+
+
+def _jbod_cluster(control, partitions: int = 2):  # type: ignore[no-untyped-def]
+    """Three brokers with log dirs a and b each; topic t (RF=2) with every
+    replica of partition 0 in dir a and of partition 1 in dir b."""
+    image = MetadataImage()
+    for b in (1, 2, 3):
+        _, records = control.register(image, b, f"inc-{b}", [], None, 0,
+                                      log_dirs=[_dir(b, "a"), _dir(b, "b")])
+        image = _step(image, records)
+        _, records = control.heartbeat(image, b, image.brokers[b].epoch, image.offset,
+                                       False, False, 0)
+        image = _step(image, records)
+    image = _topic(image, "t", partitions, 2)
+    tid = str(image.topics_by_name["t"].topic_id)
+    for p in range(partitions):
+        for b in _part(image, index=p).replicas:
+            _, _, records = control.assign_replicas_to_dirs(
+                image, b, image.brokers[b].epoch, [(tid, p, _dir(b, "ab"[p % 2]))])
+            image = _step(image, records)
+    return image
+
+
+def _heartbeat(control, image, broker: int, offline: tuple[str, ...]):  # type: ignore[no-untyped-def]
+    answer, records = control.heartbeat(image, broker, image.brokers[broker].epoch,
+                                        image.offset, False, False, 0, offline)
+    return answer, records, _step(image, records)
+
+
+def test_a_dir_failed_at_run_time_moves_leadership_and_isr_off_its_replicas() -> None:
+    control = _control()
+    image = _jbod_cluster(control)
+    before = _part(image)
+    leader, follower = before.leader, next(r for r in before.replicas if r != before.leader)
+    other = _part(image, index=1)
+    answer, records, image = _heartbeat(control, image, leader, (_dir(leader, "a"),))
+    assert answer.error_code == 0 and not answer.is_fenced
+    # Kafka's handleDirectoriesOffline: the registration keeps the dirs still online...
+    assert records[0] == R.broker_registration_change_record(leader, log_dirs=[_dir(leader, "b")])
+    assert image.brokers[leader].log_dirs == (_dir(leader, "b"),)
+    assert not image.brokers[leader].fenced
+    # ...and the replica in the failed dir leaves leadership and the ISR.
+    after = _part(image)
+    assert (after.leader, after.isr) == (follower, (follower,))
+    assert after.leader_epoch == before.leader_epoch + 1
+    assert not D.replica_dir_online(image, after, leader)
+    # Replicas in its other dir are untouched.
+    assert _part(image, index=1) == other
+    # Every heartbeat repeats the offline dirs: nothing more to record.
+    answer, records, _ = _heartbeat(control, image, leader, (_dir(leader, "a"),))
+    assert records == [] and not answer.is_fenced
+
+
+def test_metadata_lists_the_replica_in_a_failed_dir_as_offline() -> None:
+    from odradek.broker.handlers.metadata import partition_entries
+
+    control = _control()
+    image = _jbod_cluster(control)
+    leader = _part(image).leader
+    _, _, image = _heartbeat(control, image, leader, (_dir(leader, "a"),))
+    entries = {e["partition_index"]: e for e in partition_entries(image.topics_by_name["t"], image)}
+    assert entries[0]["offline_replicas"] == [leader]
+    assert entries[0]["leader_id"] != leader
+    assert entries[1]["offline_replicas"] == []
+
+
+def test_a_broker_whose_every_dir_failed_is_fenced_and_stays_fenced() -> None:
+    control = _control()
+    image = _jbod_cluster(control)
+    leader = _part(image).leader
+    both = (_dir(leader, "a"), _dir(leader, "b"))
+    answer, records, image = _heartbeat(control, image, leader, both)
+    assert answer.is_fenced and image.brokers[leader].fenced
+    # an empty log_dirs would read as "every dir online": the registration keeps them
+    assert image.brokers[leader].log_dirs == tuple(sorted(both))
+    assert all(_part(image, index=p).leader != leader for p in (0, 1))
+    # caught up, but still without a dir: not unfenced
+    answer, records, image = _heartbeat(control, image, leader, both)
+    assert answer.is_fenced and records == []
+
+
+def test_a_failed_dir_that_was_never_registered_changes_nothing() -> None:
+    control = _control()
+    image = _jbod_cluster(control)
+    leader = _part(image).leader
+    _, records, _ = _heartbeat(control, image, leader, (DIR_A,))
+    assert records == []
+
+
+def test_registration_change_with_log_dirs_survives_the_log() -> None:
+    record = R.broker_registration_change_record(1, log_dirs=[DIR_B])
+    image = _step(MetadataImage(), [R.register_broker_record(1, [], None, log_dirs=[DIR_A, DIR_B])])
+    image = apply(image, [R.decode(R.encode(record))], image.offset + 1)
+    assert image.brokers[1].log_dirs == (DIR_B,)
+    # a fence/unfence change leaves the dirs as they were
+    image = _step(image, [R.broker_registration_change_record(1, fenced=True)])
+    assert image.brokers[1].log_dirs == (DIR_B,)
+
+
+def test_failed_dirs_drop_a_follower_then_leave_the_last_isr_member_without_lead() -> None:
+    control = _control()
+    image = _jbod_cluster(control)
+    part = _part(image)
+    follower = next(r for r in part.replicas if r != part.leader)
+    _, _, image = _heartbeat(control, image, follower, (_dir(follower, "a"),))
+    after = _part(image)
+    assert (after.leader, after.leader_epoch) == (part.leader, part.leader_epoch)
+    assert after.isr == (part.leader,)
+    # Now the last ISR member's dir fails too: no leader until it is back.
+    _, _, image = _heartbeat(control, image, part.leader, (_dir(part.leader, "a"),))
+    after = _part(image)
+    assert (after.leader, after.isr) == (NO_LEADER, (part.leader,))
+    # the last ISR member restarts with its dir repaired: it registers both dirs
+    leader = part.leader
+    _, records = control.register(image, leader, "inc-again", [], None, 0,
+                                  log_dirs=[_dir(leader, "a"), _dir(leader, "b")])
+    image = _step(image, records)
+    _, _, image = _heartbeat(control, image, leader, ())
+    assert _part(image).leader == leader
+
+
+def test_log_manager_reports_a_dir_that_fails_at_run_time(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    manager = _manager([a, b])
+    reported: list[Path] = []
+    manager.on_dir_offline = reported.append
+    assert manager.offline_directory_ids() == []
+    manager.mark_dir_offline(a, OSError(5, "Input/output error"))
+    manager.mark_dir_offline(a, OSError(5, "Input/output error"))  # once
+    assert reported == [a]
+    assert manager.offline_directory_ids() == [manager.directory_ids[a]]
+    manager.mark_dir_offline(b, OSError(24, "Too many open files"))  # a process limit
+    assert reported == [a]
+    manager.shutdown()

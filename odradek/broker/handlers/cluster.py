@@ -148,9 +148,11 @@ async def handle_broker_heartbeat(
     if service is None or not service.active:
         return {"error_code": NOT_CONTROLLER, "is_caught_up": False, "is_fenced": True,
                 "should_shut_down": False}
+    # KIP-858 (v1+): the broker's log dirs that failed while it ran
+    offline = tuple(kafka_uuid_string(d) for d in getattr(req, "offline_log_dirs", None) or ())
     a = await service.heartbeat(
         int(req.broker_id), int(req.broker_epoch), int(req.current_metadata_offset),
-        bool(req.want_fence), bool(req.want_shut_down),
+        bool(req.want_fence), bool(req.want_shut_down), offline,
     )
     return {"error_code": a.error_code, "is_caught_up": a.is_caught_up,
             "is_fenced": a.is_fenced, "should_shut_down": a.should_shut_down}
