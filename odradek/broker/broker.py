@@ -25,6 +25,7 @@ from ..metadata import records as R
 from ..metadata.controller import Controller
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import MetadataQuorum
+from ..metadata.raft_quorum import NotControllerError, RaftMetadataQuorum, raft_config
 from ..protocol import api, entities
 from ..protocol.fetch_codec import encode_fetch_response
 from ..protocol.framing import (
@@ -92,7 +93,11 @@ class Broker:
         self.log_manager = LogManager(
             self.log_dirs, self.default_log_config, self.cluster_id, self.node_id
         )
-        self.quorum = MetadataQuorum(self.metadata_dir, self.node_id)
+        raft = raft_config(config)
+        self.quorum: MetadataQuorum = (
+            MetadataQuorum(self.metadata_dir, self.node_id) if raft is None
+            else RaftMetadataQuorum(self.metadata_dir, self.node_id, raft, self.cluster_id)
+        )
         self.controller = Controller(
             default_num_partitions=config.get("num.partitions"),
             default_replication_factor=config.get("default.replication.factor"),
@@ -182,6 +187,8 @@ class Broker:
             if self.is_broker:
                 self._register()
             self.controller_service.start()
+        if isinstance(self.quorum, RaftMetadataQuorum):
+            self.quorum.start()
         self.replication.start()
         self._sync_replication()
         self._assignment_task = loop.create_task(self._send_assignments())
@@ -344,6 +351,8 @@ class Broker:
             await self.lifecycle.stop()
         if self.controller_service is not None:
             await self.controller_service.stop()
+        if isinstance(self.quorum, RaftMetadataQuorum):
+            await self.quorum.stop()
         self.metrics.close()
         for server in self._servers:
             server.close()
@@ -503,6 +512,11 @@ class Broker:
         handler = self.handlers[key]
         try:
             data = await handler(self, ctx, request)
+        except NotControllerError as e:
+            # a standby controller, or leadership lost meanwhile: the caller
+            # (a broker) reconnects and finds the active controller
+            log.info("closing %s: %s v%d: %s", _peer(conn), api.api_name(key), version, e)
+            return CLOSE
         except Exception:
             log.exception("handler for %s v%d failed", api.api_name(key), version)
             return CLOSE
