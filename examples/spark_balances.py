@@ -27,8 +27,11 @@ account's records in `transfers`, no balance is negative, and the balances add
 up to the deposits — transfers move money, they do not make it.
 
 Options: --bootstrap, --prefix (topic name prefix, e.g. `demo-`), --accounts,
---transfers (per round), --rounds, --checkpoint, --seed. Exit status 0 when the
-check holds.
+--transfers (per round), --rounds, --checkpoint, --seed, --master (Spark's master
+URL, default `local[2]`; `spark://host:7077` runs the job on a standalone
+cluster, whose executors must reach the broker, the checkpoint directory and
+this interpreter's packages), --conf KEY=VALUE (a Spark setting, repeatable, as
+spark-submit's). Exit status 0 when the check holds.
 """
 
 from __future__ import annotations
@@ -50,10 +53,12 @@ def create_topics(bootstrap: str, transfers: str, balances: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([
-        NewTopic(transfers, 2, 1),
-        NewTopic(balances, 1, 1, config={"cleanup.policy": "compact"}),
-    ])
+    futures = admin.create_topics(
+        [
+            NewTopic(transfers, 2, 1),
+            NewTopic(balances, 1, 1, config={"cleanup.policy": "compact"}),
+        ]
+    )
     for f in futures.values():
         try:
             f.result(30)
@@ -63,8 +68,13 @@ def create_topics(bootstrap: str, transfers: str, balances: str) -> None:
 
 
 def produce_transfers(
-    bootstrap: str, topic: str, accounts: int, transfers: int, rng: random.Random,
-    ledger: dict[str, int], first_transfer: int,
+    bootstrap: str,
+    topic: str,
+    accounts: int,
+    transfers: int,
+    rng: random.Random,
+    ledger: dict[str, int],
+    first_transfer: int,
 ) -> int:
     """Deposits for accounts not in `ledger` yet, then `transfers` transfers that
     never overdraw (the producer keeps its own ledger). Returns records produced."""
@@ -96,7 +106,9 @@ def produce_transfers(
     return n
 
 
-def run_balances_job(spark: Any, bootstrap: str, transfers: str, balances: str, checkpoint: str) -> int:
+def run_balances_job(
+    spark: Any, bootstrap: str, transfers: str, balances: str, checkpoint: str
+) -> int:
     """One AvailableNow run of the streaming job. Returns the input rows it read."""
     from pyspark.sql import functions as F
 
@@ -106,8 +118,11 @@ def run_balances_job(spark: Any, bootstrap: str, transfers: str, balances: str, 
         .option("subscribe", transfers)
         .option("startingOffsets", "earliest")
         .load()
-        .select(F.from_json(F.col("value").cast("string"),
-                            "account string, amount long, kind string").alias("t"))
+        .select(
+            F.from_json(
+                F.col("value").cast("string"), "account string, amount long, kind string"
+            ).alias("t")
+        )
         .groupBy("t.account")
         .agg(F.sum("t.amount").alias("balance"))
         .selectExpr("account AS key", "CAST(balance AS STRING) AS value")
@@ -130,6 +145,7 @@ def run_balances_job(spark: Any, bootstrap: str, transfers: str, balances: str, 
 
 def check(spark: Any, bootstrap: str, transfers: str, balances: str) -> dict[str, Any]:
     """Last balance per account (read_committed) against the transfers topic."""
+
     def read(topic: str) -> list[Any]:
         return (
             spark.read.format("odradek")
@@ -156,7 +172,9 @@ def check(spark: Any, bootstrap: str, transfers: str, balances: str) -> dict[str
             deposits += t["amount"]
     problems = []
     if got != dict(want):
-        diff = {a: (got.get(a), want.get(a)) for a in set(got) | set(want) if got.get(a) != want.get(a)}
+        diff = {
+            a: (got.get(a), want.get(a)) for a in set(got) | set(want) if got.get(a) != want.get(a)
+        }
         problems.append(f"balances differ from the transfers (got, want): {diff}")
     if any(v < 0 for v in got.values()):
         problems.append("a balance is negative")
@@ -165,19 +183,21 @@ def check(spark: Any, bootstrap: str, transfers: str, balances: str) -> dict[str
     return {"balances": got, "total": sum(got.values()), "deposits": deposits, "problems": problems}
 
 
-def make_session() -> Any:
+def make_session(master: str = "local[2]", conf: dict[str, str] | None = None) -> Any:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (
-        SparkSession.builder.master("local[2]")
+    builder = (
+        SparkSession.builder.master(master)
         .appName("odradek-spark-balances")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.ui.enabled", "false")
         .config("spark.driver.host", "127.0.0.1")
-        .getOrCreate()
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -190,8 +210,23 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
     ap.add_argument("--transfers", type=int, default=5000, help="transfers per round")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--checkpoint", default=os.path.join(tempfile.gettempdir(), "odradek-spark-balances"))
+    ap.add_argument(
+        "--checkpoint", default=os.path.join(tempfile.gettempdir(), "odradek-spark-balances")
+    )
+    ap.add_argument(
+        "--master", default="local[2]", help="Spark master URL, e.g. spark://127.0.0.1:7077"
+    )
+    ap.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting for the session (repeatable)",
+    )
     args = ap.parse_args(argv)
+    if any("=" not in c for c in args.conf):
+        ap.error("--conf takes KEY=VALUE")
+    conf = dict(c.split("=", 1) for c in args.conf)
     transfers, balances = f"{args.prefix}transfers", f"{args.prefix}balances"
     checkpoint = os.path.join(args.checkpoint, balances)
 
@@ -199,7 +234,7 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
 
     own_session = spark is None
     if own_session:
-        spark = make_session()
+        spark = make_session(args.master, conf)
     odradek.spark.register(spark)
     try:
         create_topics(args.bootstrap, transfers, balances)
@@ -207,7 +242,12 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
         ledger: dict[str, int] = {}
         for r in range(args.rounds):
             n = produce_transfers(
-                args.bootstrap, transfers, args.accounts, args.transfers, rng, ledger,
+                args.bootstrap,
+                transfers,
+                args.accounts,
+                args.transfers,
+                rng,
+                ledger,
                 first_transfer=r * args.transfers,
             )
             rows = run_balances_job(spark, args.bootstrap, transfers, balances, checkpoint)
@@ -216,8 +256,10 @@ def main(argv: list[str] | None = None, spark: Any = None) -> dict[str, Any]:
     finally:
         if own_session:
             spark.stop()
-    print(f"{len(result['balances'])} accounts in {balances}; balances add up to "
-          f"{result['total']} (deposits {result['deposits']})")
+    print(
+        f"{len(result['balances'])} accounts in {balances}; balances add up to "
+        f"{result['total']} (deposits {result['deposits']})"
+    )
     for p in result["problems"]:
         print(f"CHECK FAILED: {p}")
     if not result["problems"]:

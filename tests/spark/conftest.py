@@ -32,12 +32,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.integration)
 
 
-@pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def skip_without_spark() -> None:
+    """Skip the calling test unless pyspark, pyarrow and a Java runtime are there."""
     pytest.importorskip("pyspark", reason="pyspark not installed (pip install -e '.[spark]')")
     pytest.importorskip("pyarrow")
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("no Java runtime (Spark needs Java 17)")
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    skip_without_spark()
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable

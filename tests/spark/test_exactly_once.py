@@ -39,7 +39,7 @@ from odradek.spark.writer import (
 )
 from tests.integration.broker_proc import REPO_ROOT, BrokerProcess
 from tests.spark.conftest import SPARK_TIMEOUT_S
-from tests.spark.helpers import create_topic, produce
+from tests.spark.helpers import committed_records, create_topic, produce
 
 CHILD_TIMEOUT_S = 240
 PARTITIONS = 2
@@ -47,35 +47,9 @@ PER_PARTITION = 40
 MAX_PER_TRIGGER = 10  # 5 + 5 rows a batch: batches 0..7
 
 
-def committed_values(bootstrap: str, topic: str, timeout_s: float = 30) -> list[bytes]:
+def committed_values(bootstrap: str, topic: str) -> list[bytes | None]:
     """Values of partition 0 of `topic` up to its last stable offset, read_committed."""
-    from confluent_kafka import Consumer, IsolationLevel, TopicPartition
-    from confluent_kafka.admin import AdminClient, OffsetSpec
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    tp = TopicPartition(topic, 0)
-    lso = admin.list_offsets(
-        {tp: OffsetSpec.latest()}, isolation_level=IsolationLevel.READ_COMMITTED
-    )[tp].result(timeout_s).offset
-    c = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": "eo-check", "enable.auto.commit": False,
-        "isolation.level": "read_committed", "enable.partition.eof": False,
-    })
-    out: list[bytes] = []
-    try:
-        c.assign([TopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + timeout_s
-        while lso > 0:
-            for m in c.consume(1000, 0.2):
-                assert m.error() is None, m.error()
-                if m.offset() < lso:
-                    out.append(m.value())
-            if c.position([TopicPartition(topic, 0)])[0].offset >= lso:
-                break
-            assert time.monotonic() < deadline, f"read_committed of {topic} stuck below {lso}"
-    finally:
-        c.close()
-    return out
+    return [v for _, _, v in committed_records(bootstrap, topic)]
 
 
 # --------------------------------------------------------------------------

@@ -4,24 +4,14 @@ the example's own check; then the balances are checked here once more."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 from typing import Any
 
-from tests.integration.broker_proc import REPO_ROOT
-
-
-def _load_example() -> Any:
-    path = Path(REPO_ROOT) / "examples" / "spark_balances.py"
-    spec = importlib.util.spec_from_file_location("spark_balances", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from tests.spark.helpers import load_example
 
 
 def test_spark_balances_example(spark: Any, spark_broker: Any, topic_name: str, tmp_path: Path) -> None:
-    example = _load_example()
+    example = load_example()
     accounts = 6
     result = example.main(
         ["--bootstrap", spark_broker.bootstrap, "--prefix", f"{topic_name}-", "--accounts", str(accounts),
