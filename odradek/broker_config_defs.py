@@ -328,10 +328,16 @@ _DEFS: list[ConfigDef] = [
     _d("metadata.log.segment.bytes", I, 1073741824, "Segment size of the metadata log.",
        HIGH, at_least(12)),
     _d("metadata.log.segment.ms", L, 604800000, "Roll time of the metadata log.", HIGH),
-    _d("metadata.max.retention.bytes", L, 104857600, "Metadata log size kept beyond the "
-       "latest snapshot.", HIGH),
-    _d("metadata.max.retention.ms", L, 604800000, "Metadata log age kept beyond the latest "
-       "snapshot.", HIGH),
+    _d("metadata.log.max.record.bytes.between.snapshots", L, 20971520, "Record bytes "
+       "committed to the metadata log after which a new metadata snapshot is written.", HIGH,
+       at_least(1)),
+    _d("metadata.log.max.snapshot.interval.ms", L, 3600000, "Time after which a metadata "
+       "snapshot is written if records were committed since the last one (0: never by "
+       "time).", HIGH, at_least(0)),
+    _d("metadata.max.retention.bytes", L, 104857600, "Accepted, not acted on: odradek keeps "
+       "the two newest metadata snapshots and the log from the older one.", HIGH),
+    _d("metadata.max.retention.ms", L, 604800000, "Accepted, not acted on: odradek keeps "
+       "the two newest metadata snapshots and the log from the older one.", HIGH),
     # --- security (parsed here, used by the security layer) ---
     _d("authorizer.class.name", S, "", "Authorizer; empty means no authorization.", LOW),
     _d("super.users", S, None, "Semicolon-separated principals that pass every ACL check.",
@@ -392,7 +398,6 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     group.coordinator.threads inter.broker.protocol.version kafka.metrics.polling.interval.secs
     kafka.metrics.reporters log.cleaner.threads.per.dir log.message.format.version
     max.connection.creation.rate max.connections.per.ip.overrides
-    metadata.log.max.record.bytes.between.snapshots metadata.log.max.snapshot.interval.ms
     metric.reporters metrics.num.samples metrics.recording.level metrics.sample.window.ms
     num.replica.alter.log.dirs.threads password.encoder.cipher.algorithm
     password.encoder.iterations password.encoder.key.length

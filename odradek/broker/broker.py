@@ -24,7 +24,7 @@ from ..coordinator.transaction_service import TransactionCoordinatorService
 from ..metadata import records as R
 from ..metadata.controller import Controller
 from ..metadata.image import MetadataImage
-from ..metadata.quorum import MetadataQuorum
+from ..metadata.quorum import MetadataLogSettings, MetadataQuorum
 from ..metadata.raft_quorum import NotControllerError, RaftMetadataQuorum, raft_config
 from ..protocol import api, entities
 from ..protocol.fetch_codec import encode_fetch_response
@@ -94,9 +94,11 @@ class Broker:
             self.log_dirs, self.default_log_config, self.cluster_id, self.node_id
         )
         raft = raft_config(config)
+        settings = MetadataLogSettings.from_config(config)
         self.quorum: MetadataQuorum = (
-            MetadataQuorum(self.metadata_dir, self.node_id) if raft is None
-            else RaftMetadataQuorum(self.metadata_dir, self.node_id, raft, self.cluster_id)
+            MetadataQuorum(self.metadata_dir, self.node_id, settings) if raft is None
+            else RaftMetadataQuorum(self.metadata_dir, self.node_id, raft, self.cluster_id,
+                                    settings)
         )
         self.controller = Controller(
             default_num_partitions=config.get("num.partitions"),

@@ -6,7 +6,10 @@ Kafka's `BrokerLifecycleManager` plus the metadata observer of KRaft:
   controller, as a KRaft observer does: fetch offset = its own metadata log
   end offset; the batches go to its own copy of the log
   (`MetadataQuorum.replicate`) and to its image. A restarted broker replays
-  its copy first and continues from there.
+  its copy first and continues from there. A fetch offset below the
+  controller's log start is answered with its newest snapshot id: the broker
+  fetches that snapshot in chunks (FetchSnapshot), installs it as its log
+  start and image, and fetches on from its end offset.
 * **Registration.** BrokerRegistration with a fresh incarnation id; the
   controller answers the broker epoch. The broker stays fenced until a
   heartbeat shows it has replayed the metadata up to its registration.
@@ -44,6 +47,7 @@ from ..metadata.cluster_control import AlterPartitionAnswer
 from ..metadata.controller import NewTopic, Result
 from ..metadata.quorum import METADATA_TOPIC
 from ..protocol import api
+from ..raft.log import OffsetAndEpoch
 from ..storage.log import parse_kafka_uuid
 from .kafka_client import ChannelError, KafkaChannel, stop_tasks
 
@@ -54,6 +58,7 @@ log = logging.getLogger(__name__)
 
 METADATA_FETCH_MAX_WAIT_MS = 500
 METADATA_FETCH_MAX_BYTES = 8 * 1024 * 1024
+MAX_SNAPSHOT_BYTES = 1024 * 1024 * 1024  # a metadata snapshot larger than this is refused
 RETRY_BACKOFF_S = 0.2
 CALL_TIMEOUT_S = 10.0
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -212,6 +217,11 @@ class BrokerLifecycle:
                     log.warning("metadata fetch answered error %d", code)
                     await asyncio.sleep(RETRY_BACKOFF_S)
                     continue
+                snapshot = getattr(p, "snapshot_id", None)
+                if snapshot is not None and int(snapshot.end_offset) >= 0:
+                    await self._fetch_snapshot(
+                        OffsetAndEpoch(int(snapshot.end_offset), int(snapshot.epoch)))
+                    continue
                 if p.records:
                     quorum.replicate(bytes(p.records))
                 if quorum.log_end_offset >= int(p.high_watermark):
@@ -225,6 +235,41 @@ class BrokerLifecycle:
             except Exception:
                 log.exception("metadata fetch failed")
                 await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _fetch_snapshot(self, snapshot_id: OffsetAndEpoch) -> None:
+        """Our metadata fetch offset is below the controller's log start: fetch
+        its snapshot in chunks (FetchSnapshot v1, KIP-630) and install it; the
+        metadata fetches go on from its end offset. An error starts over from
+        a Fetch (the controller may have a newer snapshot by then)."""
+        data = bytearray()
+        size = -1
+        while size < 0 or len(data) < size:
+            response = await self._metadata.request(api.ApiKey.FETCH_SNAPSHOT, 1, {
+                "cluster_id": None, "replica_id": self.broker.node_id,
+                "max_bytes": METADATA_FETCH_MAX_BYTES,
+                "topics": [{"name": METADATA_TOPIC, "partitions": [{
+                    "partition": 0, "current_leader_epoch": -1,
+                    "snapshot_id": {"end_offset": snapshot_id.offset,
+                                    "epoch": snapshot_id.epoch},
+                    "position": len(data), "replica_directory_id": None,
+                }]}],
+            }, timeout_s=CALL_TIMEOUT_S)
+            p = response.topics[0].partitions[0]
+            code = int(getattr(p.error_code, "value", p.error_code))
+            if code or int(p.position) != len(data):
+                log.warning("FetchSnapshot of %s answered error %d at %d", snapshot_id, code,
+                            int(p.position))
+                await asyncio.sleep(RETRY_BACKOFF_S)
+                return
+            size = int(p.size)
+            if len(data) + len(p.unaligned_records or b"") > MAX_SNAPSHOT_BYTES:
+                raise ValueError(f"metadata snapshot {snapshot_id} exceeds {MAX_SNAPSHOT_BYTES}")
+            data += bytes(p.unaligned_records or b"")
+            if not p.unaligned_records and len(data) < size:
+                raise ValueError(f"FetchSnapshot of {snapshot_id} answered an empty chunk")
+        records = self.broker.quorum.install_snapshot(snapshot_id, bytes(data))
+        log.info("metadata snapshot %s fetched from controller %d: %d bytes, %d records",
+                 snapshot_id, self.controller_id, len(data), records)
 
     # -- registration and heartbeats ----------------------------------------------------
 

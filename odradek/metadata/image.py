@@ -162,9 +162,12 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
             if brokers is None:
                 brokers = dict(image.brokers)
             endpoints = tuple(Endpoint(**e) for e in rec["endpoints"])
+            # A snapshot's RegisterBrokerRecord carries the broker epoch (the
+            # offset of the registration it stands for) and the shutdown state.
             brokers[rec["broker_id"]] = BrokerImage(
                 rec["broker_id"], endpoints, rec.get("rack"), bool(rec.get("fenced", False)),
-                False, offset, rec.get("incarnation_id"), tuple(rec.get("log_dirs", ())),
+                bool(rec.get("in_controlled_shutdown", False)), rec.get("broker_epoch", offset),
+                rec.get("incarnation_id"), tuple(rec.get("log_dirs", ())),
             )
         elif kind == R.BROKER_REGISTRATION_CHANGE:
             if brokers is None:
@@ -202,3 +205,40 @@ def _directories_after(old: PartitionImage, rec: R.MetadataRecord) -> tuple[str,
     if "replicas" in rec:
         return D.realigned(old.replicas, old.directories, tuple(rec["replicas"]))
     return old.directories
+
+
+def records_of(image: MetadataImage) -> list[R.MetadataRecord]:
+    """Records whose replay onto an empty image gives `image` back (offset
+    aside): what a metadata snapshot holds. `apply(MetadataImage(),
+    records_of(image), image.offset) == image`."""
+    out: list[R.MetadataRecord] = []
+    for broker in sorted(image.brokers.values(), key=lambda b: b.node_id):
+        rec = R.register_broker_record(
+            broker.node_id,
+            [{"listener": e.listener, "host": e.host, "port": e.port,
+              "security_protocol": e.security_protocol} for e in broker.endpoints],
+            broker.rack, broker.fenced, broker.incarnation_id,
+            list(broker.log_dirs) if broker.log_dirs else None,
+        )
+        rec["broker_epoch"] = broker.epoch
+        if broker.in_controlled_shutdown:
+            rec["in_controlled_shutdown"] = True
+        out.append(rec)
+    for topic in sorted(image.topics_by_name.values(), key=lambda t: t.name):
+        out.append(R.topic_record(topic.name, str(topic.topic_id)))
+        for part in sorted(topic.partitions.values(), key=lambda p: p.partition):
+            out.append({
+                "type": R.PARTITION, "topic_id": str(topic.topic_id),
+                "partition": part.partition, "replicas": list(part.replicas),
+                "isr": list(part.isr), "leader": part.leader, "leader_epoch": part.leader_epoch,
+                "partition_epoch": part.partition_epoch,
+                "adding_replicas": list(part.adding_replicas),
+                "removing_replicas": list(part.removing_replicas),
+                "directories": list(part.directories),
+            })
+    for (resource_type, resource_name), entries in sorted(image.configs.items()):
+        for name, value in sorted(entries.items()):
+            out.append(R.config_record(resource_type, resource_name, name, value))
+    if image.next_producer_id:
+        out.append(R.producer_ids_record(-1, image.next_producer_id))
+    return out

@@ -18,6 +18,15 @@ The log lives in `<metadata.log.dir>/__cluster_metadata-0` as ordinary record
 batches v2 whose record values are the JSON records of `records.py`. Control
 batches (the Raft leader's LeaderChange entry) keep their offsets in the log
 and are skipped by the image.
+
+Snapshots (`snapshots.py`): every node writes the committed image as a
+`.checkpoint` file once `metadata.log.max.record.bytes.between.snapshots`
+bytes of records have been committed since the last one, or
+`metadata.log.max.snapshot.interval.ms` has passed with any (checked as
+records are committed); the log below the older of the two kept snapshots is
+deleted (`raft_log.py`). `load` starts from the newest valid snapshot and
+replays the log after it. An observer whose fetch offset fell below the
+controller's log start gets the snapshot (FetchSnapshot) and `install_snapshot`s it.
 """
 
 from __future__ import annotations
@@ -25,14 +34,19 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..protocol import records as batches
+from ..raft.log import OffsetAndEpoch, snapshot_file_name
 from ..storage.log import PartitionLog
 from ..storage.log_config import LogConfig
 from . import image as img
 from . import records as R
+from . import snapshots as S
+from .raft_log import PartitionRaftLog
 
 log = logging.getLogger(__name__)
 
@@ -52,28 +66,103 @@ def decode_batch(data: bytes | bytearray, header: batches.BatchHeader) -> list[R
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class MetadataLogSettings:
+    """The metadata log's segments and snapshots (Kafka's keys and defaults)."""
+
+    segment_bytes: int = 1024 * 1024 * 1024  # metadata.log.segment.bytes
+    segment_ms: int = 7 * 24 * 3600 * 1000  # metadata.log.segment.ms
+    # metadata.log.max.record.bytes.between.snapshots
+    max_record_bytes_between_snapshots: int = 20 * 1024 * 1024
+    max_snapshot_interval_ms: int = 3600 * 1000  # metadata.log.max.snapshot.interval.ms; 0: off
+
+    @classmethod
+    def from_config(cls, config: Any) -> MetadataLogSettings:
+        return cls(
+            segment_bytes=config.get("metadata.log.segment.bytes"),
+            segment_ms=config.get("metadata.log.segment.ms"),
+            max_record_bytes_between_snapshots=config.get(
+                "metadata.log.max.record.bytes.between.snapshots"
+            ),
+            max_snapshot_interval_ms=config.get("metadata.log.max.snapshot.interval.ms"),
+        )
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> MetadataLogSettings:
+        d = cls()
+        return cls(
+            *(
+                int(props.get(k, v))
+                for k, v in (
+                    ("metadata.log.segment.bytes", d.segment_bytes),
+                    ("metadata.log.segment.ms", d.segment_ms),
+                    (
+                        "metadata.log.max.record.bytes.between.snapshots",
+                        d.max_record_bytes_between_snapshots,
+                    ),
+                    ("metadata.log.max.snapshot.interval.ms", d.max_snapshot_interval_ms),
+                )
+            )
+        )
+
+
 class MetadataQuorum:
-    def __init__(self, metadata_dir: Path, node_id: int) -> None:
+    def __init__(
+        self, metadata_dir: Path, node_id: int, settings: MetadataLogSettings | None = None
+    ) -> None:
         self.metadata_dir = metadata_dir
         self.node_id = node_id
+        self.settings = settings or MetadataLogSettings()
         self.leader_epoch = 0
         self.image = img.MetadataImage()
         self.listeners: list[Listener] = []
         self._log: PartitionLog | None = None
+        self._raft_log: PartitionRaftLog | None = None
+        # Record bytes committed since the newest snapshot, and when it was taken.
+        self._bytes_since_snapshot = 0
+        self._snapshot_taken_s = time.monotonic()
+
+    def _open_log(
+        self,
+    ) -> tuple[PartitionLog, S.MetadataSnapshots, OffsetAndEpoch | None, img.MetadataImage]:
+        """Open the log and its snapshots: (log, snapshots, newest valid snapshot
+        id, its image). A log that does not reach the snapshot (a crash while
+        a fetched snapshot was installed) restarts empty at its end offset."""
+        self.metadata_dir.mkdir(parents=True, exist_ok=True)
+        settings = self.settings
+        config = LogConfig(
+            segment_bytes=settings.segment_bytes,
+            segment_ms=settings.segment_ms,
+            retention_ms=-1,
+            file_delete_delay_ms=0,
+        )
+        path = self.metadata_dir / f"{METADATA_TOPIC}-0"
+        plog = PartitionLog.open(path, METADATA_TOPIC, 0, config, METADATA_TOPIC_ID)
+        snapshots = S.MetadataSnapshots(path)
+        self._log = plog
+        self._raft_log = PartitionRaftLog(plog, snapshots)
+        newest = snapshots.load_newest()
+        if newest is None:
+            return plog, snapshots, None, img.MetadataImage()
+        snapshot_id, records = newest
+        if not plog.log_start_offset <= snapshot_id.offset <= plog.log_end_offset:
+            log.warning(
+                "metadata log [%d, %d) does not reach snapshot %s: starting it there",
+                plog.log_start_offset,
+                plog.log_end_offset,
+                snapshot_file_name(snapshot_id),
+            )
+            plog.truncate_fully_and_start_at(snapshot_id.offset)
+        return plog, snapshots, snapshot_id, S.image_of(snapshot_id, records)
 
     def load(self) -> img.MetadataImage:
-        self.metadata_dir.mkdir(parents=True, exist_ok=True)
-        config = LogConfig(segment_bytes=64 * 1024 * 1024, retention_ms=-1)
-        self._log = PartitionLog.open(
-            self.metadata_dir / f"{METADATA_TOPIC}-0", METADATA_TOPIC, 0, config, METADATA_TOPIC_ID
-        )
         started = time.monotonic()
-        image = img.MetadataImage()
+        plog, _, snapshot_id, image = self._open_log()
         count = 0
-        offset = self._log.log_start_offset
-        end = self._log.log_end_offset
+        offset = plog.log_start_offset if snapshot_id is None else snapshot_id.offset
+        end = plog.log_end_offset
         while offset < end:
-            info = self._log.read(offset, READ_CHUNK_BYTES, end, True)
+            info = plog.read(offset, READ_CHUNK_BYTES, end, True)
             data = info.records
             if not data:
                 break
@@ -82,16 +171,102 @@ class MetadataQuorum:
                 if recs:
                     image = img.apply(image, recs, header.last_offset)
                 count += len(recs)
+                self._bytes_since_snapshot += header.size
                 offset = header.last_offset + 1
-        self._log.high_watermark = self._log.log_end_offset
+        plog.high_watermark = plog.log_end_offset
         self.image = image
         log.info(
-            "metadata log loaded: %d records up to offset %d in %.0f ms",
+            "metadata log loaded: snapshot %s, then %d records up to offset %d in %.0f ms",
+            "none" if snapshot_id is None else snapshot_file_name(snapshot_id),
             count,
             image.offset,
             (time.monotonic() - started) * 1000,
         )
         return image
+
+    # -- snapshots ---------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        assert self._log is not None, "load() first"
+        return self._log.log_start_offset
+
+    def latest_snapshot_id(self) -> OffsetAndEpoch | None:
+        assert self._raft_log is not None, "load() first"
+        return self._raft_log.latest_snapshot_id()
+
+    def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None:
+        assert self._raft_log is not None, "load() first"
+        return self._raft_log.read_snapshot(snapshot_id)
+
+    def _committed(self, batch_bytes: int, end_offset: int) -> None:
+        """`batch_bytes` more were committed, up to `end_offset`: snapshot if due."""
+        self._bytes_since_snapshot += batch_bytes
+        settings = self.settings
+        interval_ms = settings.max_snapshot_interval_ms
+        due = self._bytes_since_snapshot >= settings.max_record_bytes_between_snapshots or (
+            interval_ms > 0
+            and self._bytes_since_snapshot > 0
+            and (time.monotonic() - self._snapshot_taken_s) * 1000 >= interval_ms
+        )
+        if due:
+            self.snapshot(end_offset)
+
+    def snapshot(self, end_offset: int) -> OffsetAndEpoch | None:
+        """Write the image (everything below `end_offset`, committed) as a snapshot."""
+        raft_log = self._raft_log
+        assert raft_log is not None, "load() first"
+        latest = raft_log.latest_snapshot_id()
+        if end_offset <= raft_log.log_start_offset or (
+            latest is not None and latest.offset >= end_offset
+        ):
+            return None
+        snapshot_id = OffsetAndEpoch(end_offset, raft_log.epoch_at(end_offset - 1))
+        started = time.monotonic()
+        data = S.encode(self.image, snapshot_id)
+        if not self._store_snapshot(snapshot_id, data):
+            return None
+        self._restart_snapshot_count()
+        log.info(
+            "metadata snapshot %s written: %d bytes in %.0f ms; log starts at %d",
+            snapshot_file_name(snapshot_id),
+            len(data),
+            (time.monotonic() - started) * 1000,
+            raft_log.log_start_offset,
+        )
+        return snapshot_id
+
+    def _restart_snapshot_count(self) -> None:
+        self._bytes_since_snapshot = 0
+        self._snapshot_taken_s = time.monotonic()
+
+    def _store_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> bool:
+        assert self._raft_log is not None
+        self._raft_log.create_snapshot(snapshot_id, data)
+        return True
+
+    def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> int:
+        """An observer's log fell below the controller's log start: replace the
+        log by the snapshot fetched from it, rebuild the image, publish. Returns
+        the records the snapshot holds."""
+        raft_log = self._raft_log
+        assert raft_log is not None and self._log is not None, "load() first"
+        raft_log.install_snapshot(snapshot_id, data)
+        self._log.high_watermark = self._log.log_end_offset
+        return self._replace_image(snapshot_id, S.decode(data))
+
+    def _replace_image(self, snapshot_id: OffsetAndEpoch, records: list[R.MetadataRecord]) -> int:
+        old = self.image
+        self.image = S.image_of(snapshot_id, records)
+        self._restart_snapshot_count()
+        log.info(
+            "metadata snapshot %s installed: %d records",
+            snapshot_file_name(snapshot_id),
+            len(records),
+        )
+        for listener in self.listeners:
+            listener(old, self.image, records)
+        return len(records)
 
     def append(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
         if not records:
@@ -114,6 +289,7 @@ class MetadataQuorum:
         self.image = img.apply(old, records, info.last_offset)
         for listener in self.listeners:
             listener(old, self.image, records)
+        self._committed(len(batch), info.last_offset + 1)
         return self.image
 
     async def commit(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
@@ -129,8 +305,8 @@ class MetadataQuorum:
 
     @property
     def last_fetched_epoch(self) -> int:
-        assert self._log is not None, "load() first"
-        return self._log.leader_epoch_cache.latest_epoch()
+        assert self._raft_log is not None, "load() first"
+        return self._raft_log.last_fetched_epoch()
 
     @property
     def high_watermark(self) -> int:
@@ -176,9 +352,11 @@ class MetadataQuorum:
             count += len(recs)
             for listener in self.listeners:
                 listener(old, self.image, recs)
+        self._committed(len(chunk), self._log.log_end_offset)
         return count
 
     def close(self) -> None:
         if self._log is not None:
             self._log.close()
             self._log = None
+            self._raft_log = None

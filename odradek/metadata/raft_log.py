@@ -14,8 +14,12 @@ record batches v2; this adapter lets the Raft core (`raft/core.py`) drive it:
 * `end_offset_for_epoch` is the leader epoch cache's answer
   (`leader-epoch-checkpoint`), as Kafka's KafkaRaftClient asks it.
 
-Snapshots (`.checkpoint` files, FetchSnapshot) are not written yet: the log
-is never cut below the start, so no snapshot is ever asked for.
+* snapshots are the `.checkpoint` files of `snapshots.py`; creating one keeps
+  the two newest and cuts the log below the older one (`log_start_offset`
+  moves there, whole segments below it are deleted); installing one fetched
+  from the leader empties the log and starts it at the snapshot's end offset.
+  Where the log holds no entry (empty past the snapshot, or asked about an
+  epoch the cut removed), the snapshot's id answers, as in the in-memory log.
 """
 
 from __future__ import annotations
@@ -26,15 +30,14 @@ from collections.abc import Sequence
 from ..protocol import records as batches
 from ..raft.log import OffsetAndEpoch, RecordsSlice
 from ..storage.log import PartitionLog
-
-
-class SnapshotsNotSupported(NotImplementedError):
-    pass
+from . import snapshots as S
+from .snapshots import SNAPSHOTS_KEPT, MetadataSnapshots
 
 
 class PartitionRaftLog:
-    def __init__(self, plog: PartitionLog) -> None:
+    def __init__(self, plog: PartitionLog, snapshots: MetadataSnapshots | None = None) -> None:
         self.plog = plog
+        self.snapshots = snapshots if snapshots is not None else MetadataSnapshots(plog.dir)
 
     # -- reading -----------------------------------------------------------------------
     @property
@@ -46,11 +49,28 @@ class PartitionRaftLog:
         return self.plog.log_end_offset
 
     def last_fetched_epoch(self) -> int:
-        return max(self.plog.leader_epoch_cache.latest_epoch(), 0)
+        latest = self.plog.leader_epoch_cache.latest_epoch()
+        if latest < 0 or self.plog.log_end_offset == self.plog.log_start_offset:
+            snapshot_id = self.snapshots.latest()
+            if snapshot_id is not None and snapshot_id.offset >= self.plog.log_end_offset:
+                return snapshot_id.epoch
+        return max(latest, 0)
+
+    def epoch_at(self, offset: int) -> int:
+        """The leader epoch of the entry at `offset` (the snapshot's below the log)."""
+        epoch = self.plog.leader_epoch_cache.epoch_for_offset(offset)
+        if epoch < 0:
+            snapshot_id = self.snapshots.latest()
+            if snapshot_id is not None and offset < snapshot_id.offset:
+                return snapshot_id.epoch
+        return max(epoch, 0)
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
         found, end = self.plog.leader_epoch_cache.end_offset_for(epoch, self.plog.log_end_offset)
         if found < 0:
+            snapshot_id = self.snapshots.latest()
+            if snapshot_id is not None and snapshot_id.epoch <= epoch:
+                return snapshot_id
             return OffsetAndEpoch(self.plog.log_start_offset, -1)
         return OffsetAndEpoch(end, found)
 
@@ -98,13 +118,33 @@ class PartitionRaftLog:
 
     # -- snapshots -----------------------------------------------------------------------
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
-        return None
+        return self.snapshots.latest()
 
     def read_snapshot(self, snapshot_id: OffsetAndEpoch) -> bytes | None:
-        return None
+        return self.snapshots.read(snapshot_id)
 
     def create_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
-        raise SnapshotsNotSupported("metadata snapshots are not written yet")
+        """Write the snapshot, keep the SNAPSHOTS_KEPT newest and the log from
+        the oldest of those (its entries below are in every kept snapshot)."""
+        latest = self.snapshots.latest()
+        if latest is not None and latest.offset >= snapshot_id.offset:
+            return
+        assert snapshot_id.offset <= self.plog.log_end_offset, snapshot_id
+        self.snapshots.write(snapshot_id, data)
+        kept = self.snapshots.ids()[-SNAPSHOTS_KEPT:]
+        cut = kept[0].offset if len(kept) == SNAPSHOTS_KEPT else self.plog.log_start_offset
+        plog = self.plog
+        if cut > plog.log_start_offset:
+            # Below a snapshot everything is committed (the caller checked it
+            # against its high watermark), so the cut may pass the log's own.
+            plog.high_watermark = max(plog.high_watermark, cut)
+            plog.delete_records_before(cut)
+            plog.delete_pending_files(now_ms=2**62)
+        self.snapshots.delete_below(kept[0].offset)
 
     def install_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> None:
-        raise SnapshotsNotSupported("metadata snapshots are not fetched yet")
+        """A snapshot fetched from the leader replaces the whole log."""
+        S.decode(data)  # whole and readable, or InvalidSnapshot before anything changes
+        self.snapshots.write(snapshot_id, data)
+        self.plog.truncate_fully_and_start_at(snapshot_id.offset)
+        self.snapshots.delete_all_but(snapshot_id)

@@ -17,7 +17,7 @@ time, bytes and files:
   most `MAX_QUEUED_PER_CHANNEL` calls wait per channel; past that a message is
   dropped like a lost packet.
 * **Messages in.** Vote, BeginQuorumEpoch, EndQuorumEpoch and a voter's Fetch
-  reach `handle_request` (the controller's request handlers); the core's
+  and FetchSnapshot reach `handle_request` (the controller's request handlers); the core's
   answer is the `Send` that carries the request's correlation id back to its
   sender. A parked Fetch is answered when the core completes it.
 * **Election state** (`PersistElectionState`) is written to
@@ -26,6 +26,11 @@ time, bytes and files:
 * **Commit.** On `HighWatermarkAdvanced` the batches below the high watermark
   are applied to the image, in order, and published to the listeners. The log
   may hold more (uncommitted, possibly truncated later): the image never does.
+* **Snapshots.** When one is due (`quorum.py`) the image at the applied end
+  is written through `core.create_snapshot`, which checks its id; a follower
+  whose fetch offset fell below the leader's log start gets the leader's
+  snapshot in FetchSnapshot chunks, and `SnapshotInstalled` makes it the image.
+  At start-up the image is the newest snapshot's.
 * **Leadership.** This node is the *active controller* once it leads and its
   high watermark has passed the LeaderChange entry of its epoch (then its image
   holds everything committed before). `leadership_listeners` hear True then,
@@ -60,20 +65,28 @@ from ..raft.config import (
     VoterAddress,
     VoterSet,
 )
-from ..raft.core import RaftCore
+from ..raft.core import InvalidSnapshotId, RaftCore
 from ..raft.effects import (
     Effect,
     HighWatermarkAdvanced,
     LeaderChanged,
     PersistElectionState,
     Send,
+    SnapshotInstalled,
 )
+from ..raft.log import OffsetAndEpoch
 from ..raft.state import NO_ID, State, read_quorum_state, write_quorum_state
 from . import image as img
 from . import raft_wire
 from . import records as R
-from .quorum import METADATA_TOPIC, READ_CHUNK_BYTES, MetadataQuorum, decode_batch
-from .raft_log import PartitionRaftLog
+from .quorum import (
+    METADATA_TOPIC,
+    READ_CHUNK_BYTES,
+    MetadataLogSettings,
+    MetadataQuorum,
+    decode_batch,
+)
+from .snapshots import decode as decode_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -117,9 +130,14 @@ def raft_config(config: Any) -> RaftConfig | None:
 
 class RaftMetadataQuorum(MetadataQuorum):
     def __init__(
-        self, metadata_dir: Path, node_id: int, config: RaftConfig, cluster_id: str
+        self,
+        metadata_dir: Path,
+        node_id: int,
+        config: RaftConfig,
+        cluster_id: str,
+        settings: MetadataLogSettings | None = None,
     ) -> None:
-        super().__init__(metadata_dir, node_id)
+        super().__init__(metadata_dir, node_id, settings)
         assert node_id in config.voters, "only a voter runs the Raft quorum"
         self.config = config
         self.cluster_id = cluster_id
@@ -143,17 +161,16 @@ class RaftMetadataQuorum(MetadataQuorum):
         return self.metadata_dir / f"{METADATA_TOPIC}-0"
 
     def load(self) -> img.MetadataImage:
-        """Open the log; the image starts empty and follows the high watermark
-        (what the log holds past it may not be committed)."""
-        super().load()
-        assert self._log is not None
-        self.image = img.MetadataImage()
-        self._applied_end = self._log.log_start_offset
-        self._log.high_watermark = self._log.log_start_offset
+        """Open the log; the image starts from the newest snapshot (committed)
+        and follows the high watermark (what the log holds past it may not be
+        committed)."""
+        plog, _, snapshot_id, image = self._open_log()
+        assert self._raft_log is not None
+        self.image = image
+        self._applied_end = plog.log_start_offset if snapshot_id is None else snapshot_id.offset
+        plog.high_watermark = self._applied_end
         election = read_quorum_state(self._state_dir)
-        self.core = RaftCore(
-            self.node_id, self.config, PartitionRaftLog(self._log), election, random.Random()
-        )
+        self.core = RaftCore(self.node_id, self.config, self._raft_log, election, random.Random())
         return self.image
 
     def start(self) -> None:
@@ -209,7 +226,8 @@ class RaftMetadataQuorum(MetadataQuorum):
     # -- requests from the other voters ----------------------------------------------------
 
     async def handle_request(self, api_key: int, request: Any) -> dict[str, Any]:
-        """Vote / BeginQuorumEpoch / EndQuorumEpoch / a voter's Fetch: the core's answer."""
+        """Vote / BeginQuorumEpoch / EndQuorumEpoch / a voter's Fetch or
+        FetchSnapshot: the core's answer."""
         src, body = raft_wire.request_from_wire(api_key, request)
         core = self.core
         if core is None or len(self._answers) >= MAX_PENDING_ANSWERS:
@@ -238,6 +256,8 @@ class RaftMetadataQuorum(MetadataQuorum):
             return M.VoteResponse(code, leader, epoch, False, body.pre_vote)
         if isinstance(body, M.BeginQuorumEpochRequest):
             return M.BeginQuorumEpochResponse(code, leader, epoch)
+        if isinstance(body, M.FetchSnapshotRequest):
+            return M.FetchSnapshotResponse(code, leader, epoch)
         return M.EndQuorumEpochResponse(code, leader, epoch)
 
     # -- effects -------------------------------------------------------------------------------
@@ -267,9 +287,10 @@ class RaftMetadataQuorum(MetadataQuorum):
                     effect.leader_id,
                     " (this node)" if effect.leader_id == self.node_id else "",
                 )
+            elif isinstance(effect, SnapshotInstalled):
+                self._on_snapshot_installed(effect.snapshot_id)
             else:
-                # SnapshotInstalled: the metadata log never offers a snapshot yet.
-                raise NotImplementedError(f"metadata snapshots are not built: {effect}")
+                raise TypeError(f"unknown effect {effect}")
         self._update_leadership()
         self._wake.set()
 
@@ -300,6 +321,25 @@ class RaftMetadataQuorum(MetadataQuorum):
             for listener in self.leadership_listeners:
                 listener(False)
 
+    def _on_snapshot_installed(self, snapshot_id: OffsetAndEpoch) -> None:
+        """The core replaced the log by the leader's snapshot: the image is the
+        snapshot's now (its records are all committed)."""
+        data = self.read_snapshot(snapshot_id)
+        assert data is not None and self._log is not None, snapshot_id
+        self._applied_end = snapshot_id.offset
+        self._log.high_watermark = snapshot_id.offset
+        self._replace_image(snapshot_id, decode_snapshot(data))
+
+    def _store_snapshot(self, snapshot_id: OffsetAndEpoch, data: bytes) -> bool:
+        """Through the core, which checks the id against its high watermark and log."""
+        assert self.core is not None
+        try:
+            self.core.create_snapshot(snapshot_id, data)
+        except InvalidSnapshotId as e:
+            log.warning("metadata snapshot not written: %s", e)
+            return False
+        return True
+
     def _fail_waiters(self) -> None:
         waiters, self._commit_waiters = self._commit_waiters, []
         for _, done in waiters:
@@ -310,7 +350,8 @@ class RaftMetadataQuorum(MetadataQuorum):
         """Apply every batch below the high watermark to the image, in order."""
         plog = self._log
         assert plog is not None
-        plog.high_watermark = high_watermark
+        plog.high_watermark = max(high_watermark, self._applied_end)
+        applied_bytes = 0
         while self._applied_end < high_watermark:
             data = plog.read(self._applied_end, READ_CHUNK_BYTES, high_watermark, True).records
             if not data:
@@ -323,7 +364,10 @@ class RaftMetadataQuorum(MetadataQuorum):
                     for listener in self.listeners:
                         listener(old, self.image, records)
                 self._applied_end = header.next_offset
+                applied_bytes += header.size
         assert self._applied_end >= high_watermark, (self._applied_end, high_watermark)
+        if applied_bytes:
+            self._committed(applied_bytes, self._applied_end)
         still = []
         for offset, done in self._commit_waiters:
             if offset < self._applied_end:
@@ -336,7 +380,7 @@ class RaftMetadataQuorum(MetadataQuorum):
     # -- the wire ----------------------------------------------------------------------------------
 
     def _send(self, envelope: M.Envelope) -> None:
-        is_fetch = isinstance(envelope.body, M.FetchRequest)
+        is_fetch = isinstance(envelope.body, M.FetchRequest | M.FetchSnapshotRequest)
         key = (envelope.dst, is_fetch)
         if self._queued.get(key, 0) >= MAX_QUEUED_PER_CHANNEL:
             return  # as if lost: the core asks again on its timers

@@ -8,12 +8,13 @@ out, responses out) and kio objects (requests in, responses in):
     Vote v2 (KIP-996 pre-vote)      <-> VoteRequest / VoteResponse
     BeginQuorumEpoch v1             <-> BeginQuorumEpochRequest / Response
     EndQuorumEpoch v1               <-> EndQuorumEpochRequest / Response
-    Fetch v12 (replica_id)          <-> FetchRequest / FetchResponse
+    Fetch v12 (replica_id)          <-> FetchRequest / FetchResponse (snapshot_id tag)
+    FetchSnapshot v1 (KIP-630)      <-> FetchSnapshotRequest / FetchSnapshotResponse
 
 Records travel as the bytes of whole record batches (`metadata/raft_log.py`
-reads and writes them). FetchSnapshot is not translated: no snapshots yet.
-The asyncio shell that sends these and feeds the answers to the core is the
-next step (see docs/design.md, "Cluster").
+reads and writes them); a snapshot travels as `unaligned_records`, chunks of
+its file from a byte position. `metadata/raft_quorum.py` sends these and
+feeds the answers to the core.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ VOTE_VERSION = 2
 BEGIN_QUORUM_EPOCH_VERSION = 1
 END_QUORUM_EPOCH_VERSION = 1
 FETCH_VERSION = 12
+FETCH_SNAPSHOT_VERSION = 1
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 
 
@@ -94,7 +96,25 @@ def request_to_wire(body: M.Request, cluster_id: str | None) -> tuple[int, int, 
             }]}],
             "forgotten_topics_data": [], "rack_id": "",
         }
+    if isinstance(body, M.FetchSnapshotRequest):
+        return api.ApiKey.FETCH_SNAPSHOT, FETCH_SNAPSHOT_VERSION, {
+            "cluster_id": cluster_id, "replica_id": body.replica_id,
+            "max_bytes": FETCH_MAX_BYTES,
+            "topics": [{"name": METADATA_TOPIC, "partitions": [{
+                "partition": 0, "current_leader_epoch": body.current_leader_epoch,
+                "snapshot_id": {"end_offset": body.snapshot_id.offset,
+                                "epoch": body.snapshot_id.epoch},
+                "position": body.position, "replica_directory_id": None,
+            }]}],
+        }
     raise TypeError(f"no wire form for {type(body).__name__}")
+
+
+def _snapshot_id(obj: Any) -> OffsetAndEpoch | None:
+    """A SnapshotId struct; None when absent or at its default (-1, -1)."""
+    if obj is None or int(obj.end_offset) < 0 or int(obj.epoch) < 0:
+        return None
+    return OffsetAndEpoch(int(obj.end_offset), int(obj.epoch))
 
 
 def response_from_wire(body: M.Request, response: Any) -> M.Response:
@@ -109,7 +129,8 @@ def response_from_wire(body: M.Request, response: Any) -> M.Response:
         diverging = p.diverging_epoch
         records = None
         data = bytes(p.records) if p.records else b""
-        if pcode == M.NONE and (diverging is None or diverging.epoch < 0):
+        snapshot_id = _snapshot_id(getattr(p, "snapshot_id", None))
+        if pcode == M.NONE and (diverging is None or diverging.epoch < 0) and snapshot_id is None:
             headers = list(iter_batch_headers(data))
             end = headers[-1].position + headers[-1].size if headers else 0
             nxt = headers[-1].next_offset if headers else body.fetch_offset
@@ -120,6 +141,17 @@ def response_from_wire(body: M.Request, response: Any) -> M.Response:
             records=records,
             diverging_epoch=(OffsetAndEpoch(int(diverging.end_offset), int(diverging.epoch))
                              if diverging is not None and diverging.epoch >= 0 else None),
+            snapshot_id=snapshot_id,
+        )
+    if isinstance(body, M.FetchSnapshotRequest):
+        if code:
+            return M.FetchSnapshotResponse(code, M.NO_LEADER, M.NO_EPOCH)
+        p = _partition(response)
+        leader = p.current_leader
+        return M.FetchSnapshotResponse(
+            _code(p.error_code), int(leader.leader_id), int(leader.leader_epoch),
+            _snapshot_id(p.snapshot_id), int(p.size), int(p.position),
+            bytes(p.unaligned_records) if p.unaligned_records else b"",
         )
     if code:
         if isinstance(body, M.VoteRequest):
@@ -160,6 +192,12 @@ def request_from_wire(api_key: int, request: Any) -> tuple[int, M.Request]:
         return int(request.replica_id), M.FetchRequest(
             int(request.replica_id), int(p.current_leader_epoch), int(p.fetch_offset),
             int(p.last_fetched_epoch), ms(request.max_wait))
+    if api_key == api.ApiKey.FETCH_SNAPSHOT:
+        p = _partition(request)
+        return int(request.replica_id), M.FetchSnapshotRequest(
+            int(request.replica_id), int(p.current_leader_epoch),
+            OffsetAndEpoch(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch)),
+            int(p.position))
     raise ValueError(f"not a KRaft request: api key {api_key}")
 
 
@@ -181,11 +219,37 @@ def response_to_wire(body: M.Response) -> dict[str, Any]:
         if body.diverging_epoch is not None:
             part["diverging_epoch"] = {"epoch": body.diverging_epoch.epoch,
                                        "end_offset": body.diverging_epoch.offset}
+        if body.snapshot_id is not None:
+            part["snapshot_id"] = snapshot_id_to_wire(body.snapshot_id)
         return {"error_code": 0, "session_id": 0,
                 "responses": [{"topic": METADATA_TOPIC, "partitions": [part]}]}
+    if isinstance(body, M.FetchSnapshotResponse):
+        return fetch_snapshot_response(
+            body.error_code, body.leader_id, body.leader_epoch, body.snapshot_id, body.size,
+            body.position, body.unaligned_records)
     fields: dict[str, Any] = {"partition_index": 0, "error_code": body.error_code,
                               "leader_id": body.leader_id, "leader_epoch": body.leader_epoch}
     if isinstance(body, M.VoteResponse):
         fields["vote_granted"] = body.vote_granted
     return {"error_code": 0, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [fields]}],
             "node_endpoints": []}
+
+
+def snapshot_id_to_wire(snapshot_id: OffsetAndEpoch | None) -> dict[str, int]:
+    if snapshot_id is None:
+        return {"end_offset": -1, "epoch": -1}
+    return {"end_offset": snapshot_id.offset, "epoch": snapshot_id.epoch}
+
+
+def fetch_snapshot_response(
+    error_code: int, leader_id: int, leader_epoch: int, snapshot_id: OffsetAndEpoch | None,
+    size: int = 0, position: int = 0, chunk: bytes = b"",
+) -> dict[str, Any]:
+    """A FetchSnapshot response dict (one partition of ``__cluster_metadata``)."""
+    part = {
+        "index": 0, "error_code": error_code, "snapshot_id": snapshot_id_to_wire(snapshot_id),
+        "current_leader": {"leader_id": leader_id, "leader_epoch": leader_epoch},
+        "size": size, "position": position, "unaligned_records": chunk,
+    }
+    return {"throttle_time": 0, "error_code": 0, "node_endpoints": [],
+            "topics": [{"name": METADATA_TOPIC, "partitions": [part]}]}

@@ -72,6 +72,7 @@ class ApiKey(IntEnum):
     VOTE = 52
     BEGIN_QUORUM_EPOCH = 53
     END_QUORUM_EPOCH = 54
+    FETCH_SNAPSHOT = 59
     ALTER_PARTITION = 56
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
@@ -140,6 +141,7 @@ CONTROLLER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.VOTE: (2, 2),
     ApiKey.BEGIN_QUORUM_EPOCH: (1, 1),
     ApiKey.END_QUORUM_EPOCH: (1, 1),
+    ApiKey.FETCH_SNAPSHOT: (0, 1),  # voters and observers (brokers), KIP-630
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
 }
 

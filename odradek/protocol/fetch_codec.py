@@ -21,7 +21,8 @@ struct):
             [v11+] preferred_read_replica int32,
             records nullable bytes
             [v12+] tagged: 0 diverging_epoch (epoch int32, end_offset int64),
-                           1 current_leader (leader_id int32, leader_epoch int32)
+                           1 current_leader (leader_id int32, leader_epoch int32),
+                           2 snapshot_id (end_offset int64, epoch int32)
     [v12+] tagged fields (none sent)
 
 Tagged fields are sent only when they differ from their defaults (Debian's
@@ -65,6 +66,10 @@ def _tagged_partition(p: dict[str, Any]) -> bytes:
     if leader and (leader.get("leader_id", -1) != -1 or leader.get("leader_epoch", -1) != -1):
         body = _I32.pack(leader["leader_id"]) + _I32.pack(leader["leader_epoch"]) + b"\x00"
         tags.append(b"\x01" + _uvarint(len(body)) + body)
+    snapshot = p.get("snapshot_id")
+    if snapshot and (snapshot.get("end_offset", -1) != -1 or snapshot.get("epoch", -1) != -1):
+        body = _I64.pack(snapshot["end_offset"]) + _I32.pack(snapshot["epoch"]) + b"\x00"
+        tags.append(b"\x02" + _uvarint(len(body)) + body)
     if not tags:
         return b"\x00"
     return _uvarint(len(tags)) + b"".join(tags)

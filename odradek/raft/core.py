@@ -101,7 +101,11 @@ class RaftCore:
         self.rng = rng
         self.election = election
         self.state = State.UNATTACHED
-        self.high_watermark = log.log_start_offset
+        # Everything in a snapshot is committed (a log may keep entries below it).
+        snapshot_id = log.latest_snapshot_id()
+        self.high_watermark = max(
+            log.log_start_offset, snapshot_id.offset if snapshot_id is not None else 0
+        )
         self.now_ms = 0
         self.leader: LeaderState | None = None
         self._out: list[Effect] = []

@@ -79,3 +79,24 @@ def test_fetch_responses_round_trip_with_records_and_diverging_epochs() -> None:
     not_leader = M.FetchResponse(6, 3, 10, high_watermark=-1, log_start_offset=0)
     back = W.response_from_wire(request, _fetch_response_through_wire(not_leader))
     assert (back.error_code, back.leader_id, back.leader_epoch) == (6, 3, 10)
+
+
+def test_fetch_response_with_a_snapshot_id_round_trips() -> None:
+    to_snapshot = M.FetchResponse(0, 1, 9, high_watermark=500, log_start_offset=300,
+                                  snapshot_id=OffsetAndEpoch(400, 8))
+    back = W.response_from_wire(REQUESTS[4], _fetch_response_through_wire(to_snapshot))
+    assert back == to_snapshot
+
+
+def test_fetch_snapshot_request_and_chunked_response_round_trip() -> None:
+    request = M.FetchSnapshotRequest(2, 9, OffsetAndEpoch(400, 8), 1024)
+    key, version, data = W.request_to_wire(request, "cluster")
+    assert (key, version) == (api.ApiKey.FETCH_SNAPSHOT, 1)
+    src, back = W.request_from_wire(key, _through_kio(api.request_class(key, version), data))
+    assert (src, back) == (2, request)
+    chunk = M.FetchSnapshotResponse(0, 1, 9, OffsetAndEpoch(400, 8), 5000, 1024, b"x" * 100)
+    response = _through_kio(api.response_class(key, version), W.response_to_wire(chunk))
+    assert W.response_from_wire(request, response) == chunk
+    missing = M.FetchSnapshotResponse(98, 1, 9)
+    response = _through_kio(api.response_class(key, version), W.response_to_wire(missing))
+    assert W.response_from_wire(request, response) == missing

@@ -5,10 +5,11 @@ Fetch has three callers, told apart as Kafka tells them apart:
 
 * a fetch of ``__cluster_metadata`` from another voter is Raft replication
   (`metadata/raft_quorum.py` answers it, as it answers Vote,
-  BeginQuorumEpoch and EndQuorumEpoch); from anyone else it is an observer
-  (a broker) replicating the committed metadata log from the active
-  controller (KRaft's pull replication); a standby controller answers
-  NOT_LEADER_OR_FOLLOWER with the quorum's leader;
+  BeginQuorumEpoch, EndQuorumEpoch and FetchSnapshot); from anyone else it
+  is an observer (a broker) replicating the committed metadata log from the
+  active controller (KRaft's pull replication), sent to the newest snapshot
+  (`snapshot_id`, then FetchSnapshot) when it asks below the log start; a
+  standby controller answers NOT_LEADER_OR_FOLLOWER with the quorum's leader;
 * a fetch with a replica id >= 0 (``replica_id`` before v15,
   ``replica_state.replica_id`` from v15) is a follower: served by
   `replica_fetch.py`, up to the log end offset, with diverging epochs;
@@ -20,10 +21,12 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from ...metadata import raft_wire
 from ...metadata.quorum import METADATA_TOPIC, METADATA_TOPIC_ID
 from ...metadata.raft_quorum import NotControllerError, RaftMetadataQuorum
 from ...protocol import api
 from ...protocol.entities import ms
+from ...raft.log import OffsetAndEpoch
 from ...storage.log import kafka_uuid_string
 from ..context import Handler, RequestContext
 from ..controller_service import METADATA_KEY
@@ -37,6 +40,10 @@ NOT_CONTROLLER = 41
 INCONSISTENT_CLUSTER_ID = 104
 SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
 METADATA_FETCH_MAX_WAIT_MS = 1000
+NOT_LEADER_OR_FOLLOWER = 6
+SNAPSHOT_NOT_FOUND = 98
+POSITION_OUT_OF_RANGE = 99
+FETCH_SNAPSHOT_MAX_BYTES = 1024 * 1024  # one chunk to an observer
 
 
 def _replica_id(req: Any) -> int:
@@ -100,6 +107,15 @@ async def _metadata_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict
             answer["error_code"] = 1  # OFFSET_OUT_OF_RANGE
             answers.append(answer)
             continue
+        snapshot_id = quorum.latest_snapshot_id()
+        if offset < quorum.log_start_offset and snapshot_id is not None:
+            # KIP-630: the log below here is gone; fetch the snapshot instead
+            answer.update(high_watermark=quorum.high_watermark,
+                          last_stable_offset=quorum.high_watermark,
+                          log_start_offset=quorum.log_start_offset,
+                          snapshot_id=raft_wire.snapshot_id_to_wire(snapshot_id))
+            answers.append(answer)
+            continue
         max_wait_s = min(ms(req.max_wait), METADATA_FETCH_MAX_WAIT_MS) / 1000
         deadline = time.monotonic() + max_wait_s
         data = quorum.read(offset, p.partition_max_bytes)
@@ -111,7 +127,8 @@ async def _metadata_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict
                 break
             data = quorum.read(offset, p.partition_max_bytes)
         end = quorum.high_watermark
-        answer.update(high_watermark=end, last_stable_offset=end, records=data)
+        answer.update(high_watermark=end, last_stable_offset=end, records=data,
+                      log_start_offset=quorum.log_start_offset)
         answers.append(answer)
     return {"error_code": 0, "session_id": 0,
             "responses": [{key_field: key, "partitions": answers}]}
@@ -244,6 +261,29 @@ async def handle_elect_leaders(
         {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
 
 
+async def handle_fetch_snapshot(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """FetchSnapshot (KIP-630): a voter's goes to the Raft core; an observer's
+    (a broker whose metadata fetch fell below the log start) is served by the
+    active controller, a chunk of the snapshot file from the asked position."""
+    raft = _raft_quorum(broker)
+    if raft is not None and int(req.replica_id) in raft.config.voters:
+        return await raft.handle_request(api.ApiKey.FETCH_SNAPSHOT, req)
+    p = req.topics[0].partitions[0] if req.topics and req.topics[0].partitions else None
+    leader = (raft.leader_id, raft.epoch) if raft is not None else (broker.node_id, 0)
+    if p is None or not _is_active_controller(broker):
+        return raft_wire.fetch_snapshot_response(NOT_LEADER_OR_FOLLOWER, *leader, None)
+    snapshot_id = OffsetAndEpoch(int(p.snapshot_id.end_offset), int(p.snapshot_id.epoch))
+    data = broker.quorum.read_snapshot(snapshot_id)
+    if data is None:
+        return raft_wire.fetch_snapshot_response(SNAPSHOT_NOT_FOUND, *leader, snapshot_id)
+    position = int(p.position)
+    if not 0 <= position <= len(data):
+        return raft_wire.fetch_snapshot_response(POSITION_OUT_OF_RANGE, *leader, snapshot_id)
+    chunk = data[position : position + max(1, min(int(req.max_bytes), FETCH_SNAPSHOT_MAX_BYTES))]
+    return raft_wire.fetch_snapshot_response(
+        0, *leader, snapshot_id, len(data), position, chunk)
+
+
 async def handle_raft_request(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """Vote, BeginQuorumEpoch, EndQuorumEpoch from another voter: the Raft core answers."""
     raft = _raft_quorum(broker)
@@ -256,6 +296,7 @@ HANDLERS: dict[int, Handler] = {
     api.ApiKey.VOTE: handle_raft_request,
     api.ApiKey.BEGIN_QUORUM_EPOCH: handle_raft_request,
     api.ApiKey.END_QUORUM_EPOCH: handle_raft_request,
+    api.ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,
     api.ApiKey.ELECT_LEADERS: handle_elect_leaders,
     api.ApiKey.FETCH: handle_fetch,
     api.ApiKey.BROKER_REGISTRATION: handle_broker_registration,
