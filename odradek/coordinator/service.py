@@ -6,7 +6,9 @@ partitions this broker leads into the core by replaying their logs (a task per
 partition that yields to the event loop every LOAD_SLICE_MS; meanwhile the
 partition's groups answer COORDINATOR_LOAD_IN_PROGRESS), appends
 the records the core returns (one batch per partition per call) and resolves
-the futures of waiting JoinGroup/SyncGroup requests. A timer task calls
+the futures of waiting JoinGroup/SyncGroup requests. The handlers answer only
+once the ISR has the group's partition up to its log end (`replicated`,
+coordinator/replicated.py), with `offsets.commit.timeout.ms`. A timer task calls
 `core.tick` every TICK_MS and `core.expire_offsets` every
 `offsets.retention.check.interval.ms`.
 """
@@ -23,12 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..metadata.image import MetadataImage
 from ..protocol import records as batches
+from . import errors as E
 from .classic import GroupLimits
 from .consumer import ConsumerConfig
 from .core import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, Out
 from .group_load import GroupLoad
 from .internal_topic import ensure_internal_topic
 from .log_replay import log_batches
+from .replicated import min_isr_error, wait_replicated
 from .txn_offsets import held_to_pending, replay_batch
 
 if TYPE_CHECKING:
@@ -78,6 +82,7 @@ class GroupCoordinatorService:
         self._create_lock = asyncio.Lock()
         self._loads: dict[int, asyncio.Task[None]] = {}  # partition -> its load (group_load.py)
         self.retention_check_ms: int = broker.config.get("offsets.retention.check.interval.ms")
+        self.commit_timeout_ms: int = broker.config.get("offsets.commit.timeout.ms")
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -215,6 +220,26 @@ class GroupCoordinatorService:
                 "compression.type": "producer",
                 "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
             },
+        )
+
+    # -- durability (coordinator/replicated.py) -------------------------------------------------
+
+    def _partition_of(self, group_id: str) -> Any:
+        return self.broker.replica_manager.get(OFFSETS_TOPIC, self.core.partition_for(group_id))
+
+    def write_refused(self, group_id: str) -> int:
+        """NOT_ENOUGH_REPLICAS when the group's partition, coordinated here, has
+        fewer in-sync replicas than its min.insync.replicas; asked before the core
+        changes anything. NONE otherwise (the core answers its own errors)."""
+        if self.core.check(group_id) != E.NONE:
+            return E.NONE
+        return min_isr_error(self._partition_of(group_id))
+
+    async def replicated(self, group_id: str, *, write: bool = True) -> int:
+        """NONE once the ISR has the group's partition up to its log end offset
+        as it is now, else the append error (see wait_replicated)."""
+        return await wait_replicated(
+            self.broker, self._partition_of(group_id), self.commit_timeout_ms, write=write
         )
 
     # -- effects ------------------------------------------------------------------------------

@@ -8,6 +8,14 @@ appended to every partition of the transaction (txn_markers.py), then the
 Complete record. Jobs run inline, before the request that caused them is
 answered, so EndTxn returns once the outcome is visible on every partition.
 
+Every write waits until the ISR has it (coordinator/replicated.py, with
+`request.timeout.ms`, as Kafka's TransactionStateManager appends with
+acks=-1): a job's markers are written only once its Prepare record is
+replicated, its Complete record only once every marker is, and an answer only
+once the id's partition is replicated up to its log end. A write refused or
+not replicated in time is answered with Kafka's error (COORDINATOR_NOT_AVAILABLE
+mostly); its jobs stay in Prepare* and the timer runs them again.
+
 A timer aborts transactions older than their timeout every
 `transaction.abort.timed.out.transaction.cleanup.interval.ms`, removes
 transactional ids idle for `transactional.id.expiration.ms` every
@@ -37,6 +45,7 @@ from ..protocol import records as batches
 from . import errors as E
 from .internal_topic import ensure_internal_topic
 from .log_replay import log_batches
+from .replicated import TXN_ERRORS, mapped, min_isr_error, wait_replicated
 from .transaction import (
     CONCURRENT_TRANSACTIONS,
     TRANSACTION_STATE_TOPIC,
@@ -46,7 +55,7 @@ from .transaction import (
     TxnOut,
 )
 from .transaction_log import CorruptTxnRecord, TxnLogValue, decode_key, decode_value
-from .txn_markers import RemoteMarkers, advance_high_watermark, write_marker
+from .txn_markers import RemoteMarkers, advance_high_watermark, write_markers
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
@@ -81,13 +90,14 @@ class TransactionCoordinatorService:
             "transaction.remove.expired.transaction.cleanup.interval.ms")
         self.producer_expiration_ms: int = c.get("producer.id.expiration.ms")
         self.producer_check_ms: int = c.get("producer.id.expiration.check.interval.ms")
+        self.write_timeout_ms: int = c.get("request.timeout.ms")
         self.crash_after_prepare = os.environ.get(CRASH_AFTER_PREPARE_ENV) == "1"
         self.remote = RemoteMarkers(broker)
         from ..broker.txn_verification import TxnVerifier  # (imports the handlers)
 
         self.verifier = TxnVerifier(broker)  # KIP-890 for partitions led here
         self._running: set[str] = set()  # transactional ids whose markers are being written
-        self._tasks: set[asyncio.Task[bool]] = set()
+        self._tasks: set[asyncio.Task[int]] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------
     def start(self) -> None:
@@ -198,13 +208,42 @@ class TransactionCoordinatorService:
             },
         )
 
+    # -- durability (coordinator/replicated.py) ------------------------------------------------
+    def _partition(self, p: int) -> Any:
+        return self.broker.replica_manager.get(TRANSACTION_STATE_TOPIC, p)
+
+    def write_refused(self, transactional_id: str) -> int:
+        """COORDINATOR_NOT_AVAILABLE when the id's partition, coordinated here, has
+        fewer in-sync replicas than its min.insync.replicas; asked before the core
+        changes anything. NONE otherwise (the core answers its own errors)."""
+        if self.core.coordinator_error(transactional_id) != E.NONE:
+            return E.NONE
+        part = self._partition(self.core.partition_for(transactional_id))
+        return mapped(TXN_ERRORS, min_isr_error(part))
+
+    async def _replicated(self, partitions: set[int], *, write: bool = True) -> int:
+        """NONE once the ISR has each partition up to its log end offset as it is
+        now, else the append error."""
+        for p in sorted(partitions):
+            code = await wait_replicated(
+                self.broker, self._partition(p), self.write_timeout_ms, write=write)
+            if code != E.NONE:
+                log.warning("%s-%d: not replicated: error %d", TRANSACTION_STATE_TOPIC, p, code)
+                return code
+        return E.NONE
+
     # -- effects ------------------------------------------------------------------------------
-    async def apply(self, out: TxnOut) -> bool:
-        """Append the records, then run the marker jobs (each ends with its
-        Complete record). False if an append or a marker failed."""
-        ok = self._write(out.records)
+    async def apply(self, out: TxnOut, transactional_id: str | None = None) -> int:
+        """Append the records and wait for the ISR, then run the marker jobs (each
+        ends with its Complete record); an answer to `transactional_id` also waits
+        until the ISR has the id's partition up to its log end. NONE, or the
+        error to answer (Kafka's TransactionStateManager mapping)."""
+        ok, written = self._write(out.records)
         out.records = []
         jobs, out.jobs = out.jobs, []
+        code = await self._replicated(written) if ok else E.COORDINATOR_NOT_AVAILABLE
+        if code != E.NONE:
+            return mapped(TXN_ERRORS, code)  # jobs stay in Prepare*: the timer retries
         for job in jobs:
             if self.crash_after_prepare and job.commit:
                 log.warning("%s=1: killing the broker after PrepareCommit of %r",
@@ -217,23 +256,34 @@ class TransactionCoordinatorService:
                 ok = await self._run_job(job) and ok
             finally:
                 self._running.discard(job.transactional_id)
-        return ok
+        if not ok:
+            return E.COORDINATOR_NOT_AVAILABLE
+        tid = transactional_id
+        if tid is not None and self.core.coordinator_error(tid) == E.NONE:
+            code = await self._replicated({self.core.partition_for(tid)})
+        return mapped(TXN_ERRORS, code)
 
     async def _run_job(self, job: MarkerJob) -> bool:
         """Markers on the partitions this broker leads are appended here; the
         others go to their leaders in one WriteTxnMarkers request per broker."""
+        # No marker before the ISR has the Prepare record (a job retried by the
+        # timer, or found at load, may follow a write that was not replicated).
+        if await self._replicated(
+                {self.core.partition_for(job.transactional_id)}, write=False) != E.NONE:
+            return False
         coordinator_epoch = self._coordinator_epoch(job.transactional_id)
-        failed = []
         remote: dict[int, list[tuple[str, int]]] = {}
+        local: list[tuple[str, int]] = []
         for topic, partition in job.partitions:
             leader = self.remote.leader_of(topic, partition)
             if leader is not None and leader != self.broker.node_id:
                 remote.setdefault(leader, []).append((topic, partition))
-                continue
-            code = write_marker(self.broker, topic, partition, job.producer_id,
-                                job.producer_epoch, job.commit, coordinator_epoch)
-            if code not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
-                failed.append((topic, partition, code))
+            else:
+                local.append((topic, partition))
+        codes = await write_markers(self.broker, local, job.producer_id, job.producer_epoch,
+                                    job.commit, coordinator_epoch, self.write_timeout_ms)
+        failed = [(t, p, c) for (t, p), c in codes.items()
+                  if c not in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION)]
         if remote:
             sent = await asyncio.gather(*(
                 self.remote.send(node, parts, job.producer_id, job.producer_epoch,
@@ -249,16 +299,19 @@ class TransactionCoordinatorService:
             return False
         out = TxnOut()
         self.core.complete(job, self.clock_ms(), out)
-        return self._write(out.records)
+        ok, written = self._write(out.records)
+        return ok and await self._replicated(written) == E.NONE
 
     def _coordinator_epoch(self, transactional_id: str) -> int:
         part = self.broker.replica_manager.get(
             TRANSACTION_STATE_TOPIC, self.core.partition_for(transactional_id))
         return part.leader_epoch if part is not None else 0
 
-    def _write(self, records: list[tuple[int, bytes, bytes | None]]) -> bool:
+    def _write(self, records: list[tuple[int, bytes, bytes | None]]) -> tuple[bool, set[int]]:
+        """Append the records, one batch per partition: (all appended, partitions appended)."""
+        written: set[int] = set()
         if not records:
-            return True
+            return True, written
         rm = self.broker.replica_manager
         now = self.clock_ms()
         by_partition: dict[int, list[tuple[bytes, bytes | None]]] = {}
@@ -282,7 +335,8 @@ class TransactionCoordinatorService:
                 ok = False
                 continue
             advance_high_watermark(self.broker, part)
-        return ok
+            written.add(p)
+        return ok, written
 
     # -- requests (called by broker/handlers/txn.py) ----------------------------------------
     async def init_producer_id(self, transactional_id: str, timeout_ms: int, producer_id: int,
@@ -298,14 +352,18 @@ class TransactionCoordinatorService:
                 return E.COORDINATOR_NOT_AVAILABLE, -1, -1
         result = (E.COORDINATOR_NOT_AVAILABLE, -1, -1)
         for _ in range(MAX_INIT_ATTEMPTS):
+            refused = self.write_refused(transactional_id)
+            if refused != E.NONE:
+                return refused, -1, -1
             out = TxnOut()
             async with self.broker.metadata_lock:
                 result = self.core.init_producer_id(
                     transactional_id, timeout_ms, producer_id, producer_epoch,
                     self.clock_ms(), self._new_producer_id, out)
             fenced = bool(out.jobs)
-            if not await self.apply(out):
-                return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+            code = await self.apply(out, transactional_id)
+            if code != E.NONE:
+                return code, -1, -1
             if result[0] != CONCURRENT_TRANSACTIONS or not fenced:
                 break
             # The open transaction was fenced and aborted: now bump the epoch.

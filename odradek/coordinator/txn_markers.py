@@ -2,7 +2,10 @@
 
 Used by the transaction coordinator for the partitions it leads and by the
 WriteTxnMarkers handler. The marker's producer epoch must not be older than
-the partition's (INVALID_PRODUCER_EPOCH). On a `__consumer_offsets` partition
+the partition's (INVALID_PRODUCER_EPOCH). Markers are appended as Kafka's
+WriteTxnMarkers does, with acks=-1: refused below the partition's
+min.insync.replicas (NOT_ENOUGH_REPLICAS), and `write_markers` answers once
+the ISR has them (coordinator/replicated.py). On a `__consumer_offsets` partition
 the marker also commits or drops the producer's pending transactional offsets
 (coordinator/txn_offsets.py).
 """
@@ -11,12 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..protocol import records as batches
 from ..storage.producer_state import ProducerStateError
 from . import errors as E
 from .core import OFFSETS_TOPIC
+from .replicated import min_isr_error, wait_replicated
 
 if TYPE_CHECKING:
     from ..broker.broker import Broker
@@ -48,6 +53,9 @@ def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
         return E.UNKNOWN_TOPIC_OR_PARTITION
     if part.leader != broker.node_id:
         return NOT_LEADER_OR_FOLLOWER
+    refused = min_isr_error(part)
+    if refused != E.NONE:
+        return refused
     plog = part.log
     try:
         plog.producer_state.check_marker(producer_id, producer_epoch)
@@ -69,6 +77,25 @@ def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
         if service is not None:
             service.core.txn_offsets.complete(producer_id, commit, service.core)
     return E.NONE
+
+
+async def write_markers(broker: Broker, partitions: Iterable[tuple[str, int]], producer_id: int,
+                        producer_epoch: int, commit: bool, coordinator_epoch: int,
+                        timeout_ms: int) -> dict[tuple[str, int], int]:
+    """Append the marker to each partition, then wait until the ISR has each;
+    an error code per partition."""
+    codes = {
+        (topic, p): write_marker(broker, topic, p, producer_id, producer_epoch, commit,
+                                 coordinator_epoch)
+        for topic, p in partitions
+    }
+    deadline = time.monotonic() + timeout_ms / 1000
+    for (topic, p), code in codes.items():
+        if code == E.NONE:
+            remaining_ms = max(0, int((deadline - time.monotonic()) * 1000))
+            codes[(topic, p)] = await wait_replicated(
+                broker, broker.replica_manager.get(topic, p), remaining_ms, write=True)
+    return codes
 
 
 WRITE_TXN_MARKERS_VERSION = 1

@@ -5,6 +5,11 @@ A thin translation between kio requests and the coordinator core
 become version-neutral dicts. JoinGroup and SyncGroup may have to wait for
 other members; they await a future the coordinator shell resolves, so the
 event loop never blocks (the connection still answers its requests in order).
+
+A successful answer that rests on the group's state (everything but Heartbeat,
+DescribeGroups and ListGroups) is sent only once the ISR has the group's
+`__consumer_offsets` partition up to its log end (`_replicated`,
+coordinator/replicated.py); a failed wait becomes Kafka's coordinator error.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from ...coordinator import errors as CE
 from ...coordinator.classic import JoinRequest, SyncRequest, join_error, sync_error
 from ...coordinator.consumer import HeartbeatRequest, heartbeat_error
 from ...coordinator.core import OFFSETS_TOPIC, OffsetCommit, Out
+from ...coordinator.replicated import GROUP_ERRORS, OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.service import GroupCoordinatorService
 from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
 from ...protocol import api
@@ -48,6 +54,14 @@ async def _ready(broker: Broker) -> GroupCoordinatorService:
     service = _service(broker)
     await service.ensure_offsets_topic()
     return service
+
+
+async def _replicated(
+    service: GroupCoordinatorService, group_id: str, *, write: bool = True
+) -> int:
+    """NONE once the ISR has the group's partition up to its log end offset,
+    else Kafka's answer for the group (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR)."""
+    return mapped(GROUP_ERRORS, await service.replicated(group_id, write=write))
 
 
 # -- FindCoordinator ----------------------------------------------------------------------
@@ -147,6 +161,10 @@ async def handle_join_group(broker: Broker, ctx: RequestContext, req: Any) -> di
     resp = await _wait(
         service, token, fut, timeout_s, join_error(CE.REBALANCE_IN_PROGRESS, req.member_id)
     )
+    if resp["error_code"] == E.NONE:
+        code = await _replicated(service, req.group_id)
+        if code != E.NONE:
+            resp = join_error(code, req.member_id)
     return _join_out(resp, ctx)
 
 
@@ -179,13 +197,18 @@ async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Any) -> di
     member = getattr(group, "members", {}).get(req.member_id) if group is not None else None
     if member is not None:
         rebalance_ms = getattr(member, "rebalance_timeout_ms", rebalance_ms)
-    return await _wait(
+    resp = await _wait(
         service,
         token,
         fut,
         rebalance_ms / 1000 + MAX_WAIT_SLACK_S,
         sync_error(CE.REBALANCE_IN_PROGRESS),
     )
+    if resp["error_code"] == E.NONE:
+        code = await _replicated(service, req.group_id)
+        if code != E.NONE:
+            resp = sync_error(code)
+    return resp
 
 
 async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -209,6 +232,8 @@ async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> d
     out = Out()
     top, codes = service.core.leave_group(req.group_id, members, service.clock_ms(), out)
     service.apply(out)
+    if top == E.NONE:
+        top = await _replicated(service, req.group_id)
     if ctx.api_version < 3:
         return {"error_code": top if top != E.NONE else codes[0]}
     return {
@@ -254,6 +279,8 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) ->
             )
         answers.append((t.topic_id if by_id else t.name, parts))
     out = Out()
+    # acks=all: below min.insync.replicas nothing is written, nor changed in memory.
+    refused = service.write_refused(req.group_id) if commits else E.NONE
     codes = (
         service.core.commit_offsets(
             req.group_id,
@@ -265,11 +292,15 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) ->
             service.clock_ms(),
             out,
         )
-        if commits
-        else []
+        if commits and refused == E.NONE
+        else [mapped(OFFSET_COMMIT_ERRORS, refused)] * len(commits)
     )
     if not service.apply(out):
         codes = [CE.COORDINATOR_NOT_AVAILABLE if c == E.NONE else c for c in codes]
+    if E.NONE in codes:
+        # Acknowledged only once the ISR has the commit (Kafka's acks=-1 append).
+        code = mapped(OFFSET_COMMIT_ERRORS, await service.replicated(req.group_id))
+        codes = [code if c == E.NONE else c for c in codes]
     it = iter(codes)
     topics = []
     for ref, parts in answers:
@@ -282,7 +313,7 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) ->
     return {"topics": topics}
 
 
-def _fetch_group(
+async def _fetch_group(
     broker: Broker,
     service: GroupCoordinatorService,
     group_id: str,
@@ -308,6 +339,9 @@ def _fetch_group(
                 name = t.name
             wanted.append((name, list(t.partition_indexes)))
     code, found = service.core.fetch_offsets(group_id, wanted, member_id, member_epoch)
+    if code == E.NONE:
+        # Only offsets the ISR has: wait for the commits still being replicated.
+        code = await _replicated(service, group_id, write=False)
     out = []
     for name, parts in found.items():
         if by_id:
@@ -345,7 +379,7 @@ async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> 
     if ctx.api_version >= 8:
         groups = []
         for g in req.groups:
-            code, topics = _fetch_group(
+            code, topics = await _fetch_group(
                 broker,
                 service,
                 g.group_id,
@@ -357,7 +391,7 @@ async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> 
             )
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"groups": groups}
-    code, topics = _fetch_group(
+    code, topics = await _fetch_group(
         broker,
         service,
         req.group_id,
@@ -393,6 +427,8 @@ async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) ->
     out = Out()
     code, found = service.core.delete_offsets(req.group_id, wanted, out)
     service.apply(out)
+    if code == E.NONE:
+        code = await _replicated(service, req.group_id)
     image = broker.image
     topics = []
     if code == E.NONE:
@@ -453,6 +489,9 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) ->
         for r in results:
             if r["error_code"] == E.NONE:
                 r["error_code"] = CE.COORDINATOR_NOT_AVAILABLE
+    for r in results:
+        if r["error_code"] == E.NONE:
+            r["error_code"] = await _replicated(service, r["group_id"])
     return {"results": results}
 
 
@@ -495,6 +534,10 @@ async def handle_consumer_group_heartbeat(
     if not service.apply(out) and resp["error_code"] == E.NONE:
         # The group's new state is not in the log: the member retries.
         return heartbeat_error(CE.COORDINATOR_NOT_AVAILABLE, "The group state was not written.")
+    if resp["error_code"] == E.NONE:
+        code = await _replicated(service, req.group_id)
+        if code != E.NONE:
+            return heartbeat_error(code, "The group state is not replicated yet.")
     return resp
 
 

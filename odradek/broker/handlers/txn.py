@@ -4,7 +4,8 @@ InitProducerId for transactional ids.
 
 Thin translations to the transaction coordinator (coordinator/transaction*.py),
 the group coordinator (TxnOffsetCommit) and the partition logs' producer state
-(DescribeProducers, WriteTxnMarkers).
+(DescribeProducers, WriteTxnMarkers). Writes are answered once the ISR has
+them (coordinator/replicated.py).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 from ...coordinator.core import OFFSETS_TOPIC
 from ...coordinator.records import OffsetValue, offset_key, offset_value
+from ...coordinator.replicated import OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.transaction import TxnOut
 from ...coordinator.transaction_service import TransactionCoordinatorService
-from ...coordinator.txn_markers import advance_high_watermark, write_marker
+from ...coordinator.txn_markers import advance_high_watermark, write_markers
 from ...protocol import api
 from ...protocol import records as batches
 from ...protocol.entities import ms
@@ -69,9 +71,11 @@ async def _add_partitions(broker: Broker, tid: str, pid: int, epoch: int, topics
             errors.setdefault(tp, E.OPERATION_NOT_ATTEMPTED)
     else:
         out = TxnOut()
-        code = service.core.add_partitions(tid, pid, epoch, wanted, _now(), out)
-        if code == E.NONE and not await service.apply(out):
-            code = E.COORDINATOR_NOT_AVAILABLE
+        code = service.write_refused(tid)
+        if code == E.NONE:
+            code = service.core.add_partitions(tid, pid, epoch, wanted, _now(), out)
+        if code == E.NONE:
+            code = await service.apply(out, tid)
         errors = {tp: code for tp in wanted}
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, p), code in errors.items():
@@ -111,10 +115,12 @@ async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: An
         return {"error_code": E.COORDINATOR_NOT_AVAILABLE}
     tp = (OFFSETS_TOPIC, groups.core.partition_for(req.group_id))
     out = TxnOut()
-    code = service.core.add_partitions(req.transactional_id, req.producer_id,
-                                       req.producer_epoch, [tp], _now(), out)
-    if code == E.NONE and not await service.apply(out):
-        code = E.COORDINATOR_NOT_AVAILABLE
+    code = service.write_refused(req.transactional_id)
+    if code == E.NONE:
+        code = service.core.add_partitions(req.transactional_id, req.producer_id,
+                                           req.producer_epoch, [tp], _now(), out)
+    if code == E.NONE:
+        code = await service.apply(out, req.transactional_id)
     return {"error_code": code}
 
 
@@ -136,6 +142,9 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
             (OFFSETS_TOPIC, core.partition_for(req.group_id)))
         if code == E.INVALID_TXN_STATE:
             code = E.INVALID_TXN_STATE
+    if code == E.NONE:
+        # acks=all: below min.insync.replicas nothing is written.
+        code = mapped(OFFSET_COMMIT_ERRORS, groups.write_refused(req.group_id))
     results = []
     records: list[batches.Record] = []
     pending: list[tuple[tuple[str, int], OffsetValue]] = []
@@ -164,6 +173,13 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
         return {"topics": results}
     for tp, value in pending:
         core.txn_offsets.add(req.producer_id, req.group_id, tp, value)
+    if records:
+        # Answered once the ISR has the offsets (as OffsetCommit).
+        code = mapped(OFFSET_COMMIT_ERRORS, await groups.replicated(req.group_id))
+        for r in results:
+            for p in r["partitions"]:
+                if p["error_code"] == E.NONE:
+                    p["error_code"] = code
     return {"topics": results}
 
 
@@ -189,26 +205,31 @@ def _append_txn_offsets(broker: Broker, partition: int, pid: int, epoch: int,
 async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = _service(broker)
     out = TxnOut()
-    code = service.core.end_txn(req.transactional_id, req.producer_id, req.producer_epoch,
-                                req.committed, _now(), out)
-    if code == E.NONE and not await service.apply(out):
-        code = E.COORDINATOR_NOT_AVAILABLE
+    code = service.write_refused(req.transactional_id)
+    if code == E.NONE:
+        code = service.core.end_txn(req.transactional_id, req.producer_id,
+                                    req.producer_epoch, req.committed, _now(), out)
+    if code == E.NONE:
+        code = await service.apply(out, req.transactional_id)
     return {"error_code": code}
 
 
 async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
+    # Kafka appends markers with acks=-1 and request.timeout.ms.
+    timeout_ms: int = broker.config.get("request.timeout.ms")
     markers = []
     for m in req.markers:
-        topics = []
-        for t in m.topics:
-            parts = [
-                {"partition_index": p,
-                 "error_code": write_marker(broker, t.name, p, m.producer_id, m.producer_epoch,
-                                            m.transaction_result, m.coordinator_epoch)}
-                for p in t.partition_indexes
-            ]
-            topics.append({"name": t.name, "partitions": parts})
+        codes = await write_markers(
+            broker, [(t.name, p) for t in m.topics for p in t.partition_indexes],
+            m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+            timeout_ms)
+        topics = [
+            {"name": t.name,
+             "partitions": [{"partition_index": p, "error_code": codes[(t.name, p)]}
+                            for p in t.partition_indexes]}
+            for t in m.topics
+        ]
         markers.append({"producer_id": m.producer_id, "topics": topics})
     return {"markers": markers}
 
