@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -206,6 +207,7 @@ def main() -> int:
               flush=True)
     finally:
         cluster.close()
+        shutil.rmtree(base, ignore_errors=True)
     s, c = result["single_rf1"], result["cluster_rf3"]
     result["throughput_ratio_rf3_vs_rf1"] = round(c["records_per_s"] / s["records_per_s"], 2)
     result["cpu_ratio_per_record"] = round(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -142,6 +143,7 @@ def run(kind: str, rounds: int, only: list[str]) -> dict[str, Any]:
                 )
         finally:
             proc.close()
+            shutil.rmtree(base, ignore_errors=True)
     return results
 
 

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -170,6 +171,7 @@ def main() -> int:
         }
     finally:
         broker.close()
+        shutil.rmtree(base, ignore_errors=True)
     print(json.dumps(result, indent=2))
     out = REPO_ROOT / "bench" / "results"
     out.mkdir(exist_ok=True)

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -124,6 +125,7 @@ def main() -> int:
                       f"({res['mb_per_s']:.1f} MB/s, {res['commits']} commits)", flush=True)
     finally:
         broker.stop()
+        shutil.rmtree(base, ignore_errors=True)  # gigabytes of records per run
     plain = statistics.median(x["records_per_s"] for x in results["plain"])
     txn = statistics.median(x["records_per_s"] for x in results["transactional"])
     # each transactional round against the plain round just before it (same conditions)
