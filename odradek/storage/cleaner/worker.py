@@ -9,8 +9,8 @@ own, so a cleaning's offset map stays in its process between the calls that
 clean its groups one by one), started with ``spawn`` (no inherited sockets,
 locks or threads).
 
-Workers run at the lowest CPU priority (``WORKER_NICENESS``), so cleaning takes
-what the broker's request handling leaves. A worker never outlives the broker: it asks the kernel for SIGKILL when its
+Workers run at the lowest CPU priority (``WORKER_NICENESS`` and, on Linux, the
+SCHED_IDLE policy), so cleaning takes what the broker's request handling leaves. A worker never outlives the broker: it asks the kernel for SIGKILL when its
 parent dies (``PR_SET_PDEATHSIG``, Linux) and also checks its parent and the
 broker's stop event between batches, so it cannot write ``.cleaned`` files
 into a log dir a restarted broker already loaded.
@@ -50,6 +50,13 @@ def init_worker(parent_pid: int, stop_event: Any) -> None:
     try:
         os.nice(WORKER_NICENESS)
     except OSError:
+        pass
+    try:
+        # SCHED_IDLE (Linux): runs only when a CPU would otherwise idle, so a
+        # request that wakes the broker never waits for a cleaner time slice
+        # to end (niceness alone leaves a wake-up waiting up to a few ms).
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (OSError, AttributeError):
         pass
     try:
         libc = ctypes.CDLL(None, use_errno=True)
