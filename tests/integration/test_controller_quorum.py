@@ -45,12 +45,20 @@ def active_controller(cluster: ClusterProcesses) -> tuple[int, int] | None:
 
 
 def metadata_log_end(cluster: ClusterProcesses, node_id: int) -> int:
-    """A controller's metadata log end offset, from the batch headers on disk."""
+    """A controller's metadata log end offset, from its files on disk."""
+    return metadata_log_end_of(cluster.controllers[node_id].data_dir)
+
+
+def metadata_log_end_of(data_dir: Path) -> int:
+    """The metadata log end offset in `data_dir`: the end of its last batch, or
+    the base offset of a segment past it (a log emptied at a snapshot's end
+    offset - a fetched snapshot installed - holds an empty segment there and
+    no batch, and its end offset is that base offset, not 0)."""
     from odradek.protocol import records as batches
 
-    part = cluster.controllers[node_id].data_dir / METADATA_PARTITION_DIR
     end = 0
-    for segment in sorted(part.glob("*.log")):
+    for segment in sorted((data_dir / METADATA_PARTITION_DIR).glob("*.log")):
+        end = max(end, int(segment.stem))
         data = segment.read_bytes()
         for header in batches.iter_batch_headers(data):
             end = max(end, header.next_offset)
