@@ -29,6 +29,7 @@ import atexit
 import contextlib
 import errno
 import os
+import random
 import shutil
 import signal
 import socket
@@ -56,8 +57,40 @@ class BrokerNotReady(RuntimeError):
     """The broker did not accept connections in time, or exited first."""
 
 
+_handed_out: set[int] = set()
+_ports_rng = random.Random()
+PORT_PICK_ATTEMPTS = 200
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    """A TCP port on 127.0.0.1 that nothing listens on right now, picked below the
+    kernel's ephemeral range and never handed out twice by this process.
+
+    A port from the ephemeral range (what binding port 0 gives) can be taken by
+    any client's outgoing connection between this call and the broker's bind; a
+    cluster test saw a broker register, then fail to bind its port, exactly so.
+    """
+    lo, _ = _ephemeral_range()
+    first = max(1024, lo - 12768)
+    for _ in range(PORT_PICK_ATTEMPTS):
+        port = _ports_rng.randrange(first, lo)
+        if port in _handed_out:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((HOST, port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
         return int(s.getsockname()[1])
