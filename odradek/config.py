@@ -361,10 +361,6 @@ class BrokerConfig:
         voters = self.quorum_voters  # parses, so a bad entry is reported here
         self.quorum_bootstrap_servers  # noqa: B018 - same: parse to validate
         if "controller" in self.process_roles:
-            if len(voters) > 1 and "broker" in self.process_roles:
-                raise ConfigError("process.roles", "a node in a quorum of several voters is "
-                                  "a controller or a broker, not both (combined mode runs "
-                                  "one voter only, for now)", ",".join(roles))
             if voters and self.node_id not in {v.node_id for v in voters}:
                 raise ConfigError("controller.quorum.voters", f"node.id {self.node_id} "
                                   "has the controller role, so it must be one of the voters",

@@ -95,6 +95,8 @@ class Broker:
         )
         raft = raft_config(config)
         settings = MetadataLogSettings.from_config(config)
+        # A controller is a voter (alone or among several); a broker-only node
+        # is an observer of the controllers' quorum.
         self.quorum: MetadataQuorum = (
             MetadataQuorum(self.metadata_dir, self.node_id, settings) if raft is None
             else RaftMetadataQuorum(self.metadata_dir, self.node_id, raft, self.cluster_id,
@@ -125,10 +127,16 @@ class Broker:
         self.controller_service: ControllerService | None = (
             ControllerService(self) if "controller" in roles else None
         )
-        self.lifecycle: BrokerLifecycle | None = (
-            BrokerLifecycle(self) if "controller" not in roles else None
-        )
         self.is_broker = "broker" in roles
+        # The broker role talks to the active controller over the network
+        # (registration, heartbeats, AlterPartition, producer id blocks,
+        # relayed admin requests) unless this node is the one voter, hence
+        # always the active controller: then it decides on its own.
+        self.single_voter = raft is not None and raft.voters.ids == {self.node_id}
+        self.lifecycle: BrokerLifecycle | None = (
+            BrokerLifecycle(self, observer=raft is None)
+            if self.is_broker and not self.single_voter else None
+        )
         # a broker-only node's next producer id block, fetched ahead
         self._next_producer_ids: tuple[int, int] | None = None
         self._producer_id_prefetch: asyncio.Task[None] | None = None
@@ -137,6 +145,7 @@ class Broker:
             config.get("max.incremental.fetch.session.cache.slots")
         )
         self._servers: list[asyncio.base_events.Server] = []
+        self._listening: set[str] = set()
         self.log_tasks: LogTasks | None = None
         self.log_cleaner: LogCleaner | None = None
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
@@ -185,12 +194,14 @@ class Broker:
         # when an index is rebuilt), so the metadata image comes first.
         self.log_manager.startup(lambda topic: self._load_config_for(image, topic))
         self.replica_manager.load_from_image(image)
-        if self.controller_service is not None:
-            if self.is_broker:
-                self._register()
-            self.controller_service.start()
         if isinstance(self.quorum, RaftMetadataQuorum):
+            # A lone voter is the active controller when this returns (the
+            # leadership listener told the controller service).
             self.quorum.start()
+        if self.controller_service is not None:
+            self.controller_service.start()
+            if self.is_broker and self.single_voter:
+                await self._register()
         self.replication.start()
         self._sync_replication()
         self._assignment_task = loop.create_task(self._send_assignments())
@@ -198,6 +209,10 @@ class Broker:
         self.log_manager.on_dir_offline = functools.partial(self._on_dir_offline, loop)
         if self.replica_manager.pending_assignments:
             self._assignments_due.set()
+        if self.lifecycle is not None and self.controller_service is not None:
+            # A combined node among several voters: the others need our
+            # controller listener to elect a leader before we can be unfenced.
+            await self._listen(self.config.controller_listener_names)
         if self.lifecycle is not None:
             self.lifecycle.start()
             if not await self.lifecycle.wait_ready(BROKER_STARTUP_WAIT_S):
@@ -216,16 +231,7 @@ class Broker:
             CleanerConfig.from_broker_config(self.config), self.log_manager
         )
         self.log_cleaner.start()
-        for listener in self.config.listeners:
-            server = await loop.create_server(
-                functools.partial(KafkaConnection, self, listener.name),
-                listener.host,
-                listener.port,
-                reuse_address=True,
-                backlog=1024,
-            )
-            self._servers.append(server)
-            log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
+        await self._listen({e.name for e in self.config.listeners})
         metrics_port = self.config.get("odradek.metrics.port")
         if metrics_port >= 0:
             self.metrics.serve(self.config.get("odradek.metrics.host"), metrics_port)
@@ -238,7 +244,32 @@ class Broker:
             ",".join(str(d) for d in self.log_dirs),
         )
 
-    def _register(self) -> None:
+    async def _listen(self, names: set[str] | frozenset[str]) -> None:
+        """Open the listeners named (those not open yet)."""
+        loop = asyncio.get_running_loop()
+        for listener in self.config.listeners:
+            if listener.name not in names or listener.name in self._listening:
+                continue
+            server = await loop.create_server(
+                functools.partial(KafkaConnection, self, listener.name),
+                listener.host,
+                listener.port,
+                reuse_address=True,
+                backlog=1024,
+            )
+            self._servers.append(server)
+            self._listening.add(listener.name)
+            log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
+
+    @property
+    def is_active_controller(self) -> bool:
+        return self.controller_service is not None and self.controller_service.active
+
+    async def _register(self) -> None:
+        """The one voter's own broker registration, decided on its own (it is
+        the active controller); a node among several voters registers through
+        `lifecycle.py` like any broker."""
+        assert self.controller_service is not None
         endpoints = [
             {
                 "listener": ep.name,
@@ -261,13 +292,12 @@ class Broker:
             }
             for e in current.endpoints
         ] != endpoints or current.rack != rack or current.log_dirs != tuple(sorted(log_dirs)):
-            self.quorum.append([record])
+            await self.controller_service.decide(lambda image: [record])
         # Leadership follows our log dirs: off replicas in a dir that is not
         # online, back onto those in a dir that is again (KIP-858).
-        assert self.controller_service is not None
-        changes = self.controller_service.control.directory_changes(self.image, self.node_id)
-        if changes:
-            self.quorum.append(changes)
+        control = self.controller_service.control
+        await self.controller_service.decide(
+            lambda image: control.directory_changes(image, self.node_id))
 
     def online_directory_ids(self) -> list[uuid.UUID]:
         lm = self.log_manager
@@ -286,12 +316,12 @@ class Broker:
                 continue
             assignments = [(tid, p, d) for (tid, p), d in batch]
             try:
-                if self.controller_service is not None:
+                if self.lifecycle is not None:
+                    await self.lifecycle.assign_replicas_to_dirs(assignments)
+                else:
+                    assert self.controller_service is not None
                     await self.controller_service.assign_replicas_to_dirs(
                         self.node_id, None, assignments)
-                else:
-                    assert self.lifecycle is not None
-                    await self.lifecycle.assign_replicas_to_dirs(assignments)
             except asyncio.CancelledError:
                 raise
             except ChannelError as e:
@@ -391,13 +421,13 @@ class Broker:
         self, topic_id: str, partition: int, leader_epoch: int, partition_epoch: int,
         new_isr: list[int],
     ) -> Any:
-        if self.controller_service is not None:
-            return await self.controller_service.alter_partition(
-                self.node_id, topic_id, partition, leader_epoch, partition_epoch, new_isr
+        if self.lifecycle is not None:
+            return await self.lifecycle.alter_partition(
+                topic_id, partition, leader_epoch, partition_epoch, new_isr
             )
-        assert self.lifecycle is not None
-        return await self.lifecycle.alter_partition(
-            topic_id, partition, leader_epoch, partition_epoch, new_isr
+        assert self.controller_service is not None
+        return await self.controller_service.alter_partition(
+            self.node_id, topic_id, partition, leader_epoch, partition_epoch, new_isr
         )
 
     # -- producer ids --------------------------------------------------------------
@@ -439,6 +469,7 @@ class Broker:
         if nxt >= end:
             if self.lifecycle is not None:
                 raise ChannelError("no producer id block from the controller yet")
+            # The one voter: a lone voter commits inside the call.
             start = max(self.image.next_producer_id, 0)
             self.quorum.append(
                 [R.producer_ids_record(self.node_id, start + PRODUCER_ID_BLOCK_SIZE)]
@@ -484,7 +515,13 @@ class Broker:
                 header.client_id,
             )
             return CLOSE
-        if self.lifecycle is not None and key in FORWARDED_TO_CONTROLLER:
+        if (self.lifecycle is not None and key in FORWARDED_TO_CONTROLLER
+                and not self.is_active_controller):
+            if conn is not None and conn.listener in self.config.controller_listener_names:
+                # Relayed to us, a standby voter: the relaying broker moves on.
+                log.info("closing %s: %s relayed to a standby controller", _peer(conn),
+                         api.api_name(key))
+                return CLOSE
             try:
                 return await self.lifecycle.forward(frame)
             except ChannelError as e:

@@ -1,10 +1,11 @@
 """The active controller's asyncio shell: sessions, timers and the metadata log.
 
 On a node with the controller role this runs `metadata/cluster_control.py`
-against the live image while the node is the active controller (always with
-one voter, `metadata/quorum.py`; while it is the Raft leader with several,
-`metadata/raft_quorum.py`, which calls `set_active`; a standby answers
-NOT_CONTROLLER and rebuilds the sessions from the image when it takes over): broker registrations and heartbeats (handlers/cluster.py
+against the live image while the node is the active controller: the Raft
+leader of `metadata/raft_quorum.py` once its epoch's LeaderChange entry is
+committed (a lone voter from its start), which calls `set_active`; a standby
+answers NOT_CONTROLLER and rebuilds the sessions from the image when it
+takes over. It handles broker registrations and heartbeats (handlers/cluster.py
 calls in), the session check that fences silent brokers, the periodic
 preferred-leader election (`auto.leader.rebalance.enable`), and AlterPartition
 from leaders. Every change is a batch of metadata records appended under the
@@ -12,7 +13,8 @@ broker's metadata lock, so each controller decision sees the image the
 previous one produced. Parked metadata fetches of observers (brokers) wake on
 every append.
 
-With several voters `commit` returns once a majority has the batch.
+`commit` returns once a majority of the voters has the batch (a lone voter:
+within the call).
 """
 
 from __future__ import annotations
@@ -83,8 +85,8 @@ class ControllerService:
         self._task: asyncio.Task[None] | None = None
         self.active = False
         broker.quorum.listeners.append(self._on_metadata)
-        if isinstance(broker.quorum, RaftMetadataQuorum):
-            broker.quorum.leadership_listeners.append(self.set_active)
+        assert isinstance(broker.quorum, RaftMetadataQuorum), "a controller is a voter"
+        broker.quorum.leadership_listeners.append(self.set_active)
 
     def _unclean_enabled(self, image: MetadataImage, topic: str) -> bool:
         value = image.topic_configs(topic).get("unclean.leader.election.enable")
@@ -98,9 +100,7 @@ class ControllerService:
     # -- lifecycle ---------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the timers; with one voter this node is the active controller now."""
-        if not isinstance(self.broker.quorum, RaftMetadataQuorum):
-            self.set_active(True)
+        """Start the timers (they act while this node is the active controller)."""
         self._task = asyncio.get_running_loop().create_task(self._timers())
 
     def set_active(self, active: bool) -> None:

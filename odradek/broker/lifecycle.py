@@ -1,6 +1,11 @@
-"""A broker's link to the active controller (a node with `process.roles=broker`).
+"""A broker's link to the active controller.
 
-Kafka's `BrokerLifecycleManager` plus the metadata observer of KRaft:
+Kafka's `BrokerLifecycleManager` plus the metadata observer of KRaft. A
+broker-only node runs all of it; the broker role of a combined node among
+several voters (`process.roles=broker,controller`) runs it without the
+observer (`observer=False`: its metadata comes from its own voter) and talks
+to the active controller like any broker, itself included when it is the
+active one. A lone voter runs none of it (it is always the active controller).
 
 * **Metadata.** The broker replicates `__cluster_metadata` by Fetch from the
   controller, as a KRaft observer does: fetch offset = its own metadata log
@@ -85,8 +90,9 @@ def controller_addresses(broker: Broker) -> dict[int, tuple[str, int]]:
 
 
 class BrokerLifecycle:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, observer: bool = True) -> None:
         self.broker = broker
+        self.observer = observer
         self._controllers = controller_addresses(broker)
         self._order = sorted(self._controllers, key=lambda n: (n < 0, abs(n)))
         self.controller_id = self._order[0]
@@ -106,8 +112,9 @@ class BrokerLifecycle:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._metadata_loop()),
-                       loop.create_task(self._heartbeat_loop())]
+        self._tasks = [loop.create_task(self._heartbeat_loop())]
+        if self.observer:
+            self._tasks.append(loop.create_task(self._metadata_loop()))
 
     async def wait_ready(self, timeout_s: float) -> bool:
         try:
@@ -288,6 +295,9 @@ class BrokerLifecycle:
             "log_dirs": self.broker.online_directory_ids(), "previous_broker_epoch": -1,
         })
         code = int(getattr(response.error_code, "value", response.error_code))
+        if code == NOT_CONTROLLER:  # no active controller yet (or it moved): ask again
+            log.debug("broker registration answered NOT_CONTROLLER")
+            return False
         if code != 0:
             log.warning("broker registration answered error %d", code)
             return False

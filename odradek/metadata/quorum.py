@@ -1,18 +1,16 @@
-"""The metadata quorum shell: the metadata log on disk and the image it builds.
+"""The metadata log on disk and the image it builds; a broker's KRaft observer.
 
-A single node is a one-voter quorum: an append is committed as soon as it is
-durable on the voter's disk (written and fsynced), then applied to the image
-and published to listeners. With several voters `raft_quorum.py` replaces it
-(the Raft core replicates to a majority); the interface stays:
+Every node keeps `__cluster_metadata` and an image of it. A controller (one
+voter or several) runs `raft_quorum.RaftMetadataQuorum`, a subclass whose
+commits go through the Raft core; this class is what they share and, on its
+own, the observer a broker-only node runs: `replicate` appends batches
+fetched from the active controller (committed there). The interface:
 
     quorum.load()               -> replays __cluster_metadata-0 into the image
     await quorum.commit(records) -> commits one batch atomically, returns the image
-    quorum.append(records)      -> the same, synchronously (one voter only)
+                                   (a controller; an observer never commits)
     quorum.image                -> the latest committed image
     quorum.listeners            -> called with (old_image, new_image, records)
-
-A broker-only node uses this class as a KRaft observer: `replicate` appends
-batches fetched from the active controller (committed there).
 
 The log lives in `<metadata.log.dir>/__cluster_metadata-0` as ordinary record
 batches v2 whose record values are the JSON records of `records.py`. Control
@@ -113,7 +111,6 @@ class MetadataQuorum:
         self.metadata_dir = metadata_dir
         self.node_id = node_id
         self.settings = settings or MetadataLogSettings()
-        self.leader_epoch = 0
         self.image = img.MetadataImage()
         self.listeners: list[Listener] = []
         self._log: PartitionLog | None = None
@@ -269,32 +266,12 @@ class MetadataQuorum:
         return len(records)
 
     def append(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
-        if not records:
-            return self.image
-        assert self._log is not None, "load() first"
-        now_ms = int(time.time() * 1000)
-        batch = bytearray(
-            batches.build_batch(
-                [
-                    batches.Record(offset=i, timestamp=now_ms, key=None, value=R.encode(r))
-                    for i, r in enumerate(records)
-                ]
-            )
-        )
-        headers = batches.validate_produce_records(batch, len(batch) + 1)
-        info = self._log.append_as_leader(batch, headers, self.leader_epoch)
-        self._log.flush()
-        self._log.high_watermark = self._log.log_end_offset
-        old = self.image
-        self.image = img.apply(old, records, info.last_offset)
-        for listener in self.listeners:
-            listener(old, self.image, records)
-        self._committed(len(batch), info.last_offset + 1)
-        return self.image
+        """Commit synchronously: only a lone voter can (`raft_quorum.py`)."""
+        raise NotImplementedError("an observer does not commit metadata; the controller does")
 
     async def commit(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
-        """Commit one batch; with one voter that is `append`, done at once."""
-        return self.append(records)
+        """Commit one batch: the controller's quorum does (`raft_quorum.py`)."""
+        raise NotImplementedError("an observer does not commit metadata; the controller does")
 
     # -- the observer's side (brokers replicating from the active controller) ----------
 

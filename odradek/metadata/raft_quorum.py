@@ -1,4 +1,4 @@
-"""The metadata quorum with several voters: the asyncio shell around the Raft core.
+"""The metadata quorum of a controller: the asyncio shell around the Raft core.
 
 Theory of operation
 -------------------
@@ -38,8 +38,17 @@ time, bytes and files:
   `NotControllerError` so callers retry against the new leader.
 
 `commit(records)` proposes one batch on the active controller and returns once
-the high watermark has passed it. A single voter never uses this class
-(`quorum.py` commits on its own fsync).
+the high watermark has passed it.
+
+**One voter** (a single node, `controller.quorum.voters` empty or naming only
+this node) runs the same code: the core elects it in `start` (a new epoch and
+its LeaderChange entry, committed at once since the voter is its own
+majority), so the node is the active controller when `start` returns, and a
+proposal is committed inside `propose` (flushed, then the high watermark
+moves). `append` is that, synchronous. At load, everything in a lone voter's
+log is committed (no other node can lead and truncate it), so the image
+replays the whole log, as a metadata log written before this class ran single
+nodes (no quorum-state, epoch 0, no LeaderChange entries) is read.
 """
 
 from __future__ import annotations
@@ -113,12 +122,16 @@ def _now_ms() -> int:
 
 
 def raft_config(config: Any) -> RaftConfig | None:
-    """The Raft configuration of a controller in a quorum of several voters
-    (`BrokerConfig`'s controller.quorum.* keys); None with one voter."""
-    voters = config.quorum_voters
-    if "controller" not in config.process_roles or len(voters) < 2:
+    """The Raft configuration of a controller (`BrokerConfig`'s
+    controller.quorum.* keys); None for a broker-only node (an observer).
+    No voters configured: this node is the one voter (it never dials itself,
+    so its address is not needed)."""
+    if "controller" not in config.process_roles:
         return None
+    voters = config.quorum_voters
     addresses = {v.node_id: VoterAddress(v.node_id, v.host, v.port) for v in voters}
+    if not addresses:
+        addresses = {config.node_id: VoterAddress(config.node_id, "127.0.0.1", 0)}
     return RaftConfig(
         voters=VoterSet(frozenset(addresses), addresses),
         election_timeout_ms=config.get(ELECTION_TIMEOUT_MS),
@@ -164,18 +177,32 @@ class RaftMetadataQuorum(MetadataQuorum):
         """Open the log; the image starts from the newest snapshot (committed)
         and follows the high watermark (what the log holds past it may not be
         committed)."""
-        plog, _, snapshot_id, image = self._open_log()
-        assert self._raft_log is not None
-        self.image = image
-        self._applied_end = plog.log_start_offset if snapshot_id is None else snapshot_id.offset
-        plog.high_watermark = self._applied_end
+        if self.single_voter:
+            super().load()  # the whole log is committed: replayed into the image
+            assert self._log is not None and self._raft_log is not None
+            self._applied_end = self._log.log_end_offset
+        else:
+            plog, _, snapshot_id, image = self._open_log()
+            assert self._raft_log is not None
+            self.image = image
+            self._applied_end = (
+                plog.log_start_offset if snapshot_id is None else snapshot_id.offset
+            )
+            plog.high_watermark = self._applied_end
         election = read_quorum_state(self._state_dir)
         self.core = RaftCore(self.node_id, self.config, self._raft_log, election, random.Random())
         return self.image
 
+    @property
+    def single_voter(self) -> bool:
+        return self.config.voters.ids == {self.node_id}
+
     def start(self) -> None:
+        """Start the core (a lone voter leads, and is the active controller,
+        when this returns) and the task that ticks it."""
         assert self.core is not None, "load() first"
         self._run(self.core.start(_now_ms()))
+        assert self.active or not self.single_voter, "a lone voter leads at once"
         self._ticker = asyncio.get_running_loop().create_task(self._tick_loop())
 
     async def stop(self) -> None:
@@ -203,7 +230,17 @@ class RaftMetadataQuorum(MetadataQuorum):
         return self.core.epoch if self.core is not None else 0
 
     def append(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
-        raise NotControllerError(self.leader_id)  # several voters: only `commit`
+        """Commit one batch synchronously: a lone voter commits inside
+        `propose`. Several voters: only `commit`."""
+        core = self.core
+        if not self.single_voter or core is None or not self.active:
+            raise NotControllerError(self.leader_id)
+        if not records:
+            return self.image
+        last_offset, effects = core.propose([R.encode(r) for r in records], _now_ms())
+        self._run(effects)
+        assert self._applied_end > last_offset, (self._applied_end, last_offset)
+        return self.image
 
     def replicate(self, data: bytes) -> int:
         raise AssertionError("a voter replicates through the Raft core, not as an observer")

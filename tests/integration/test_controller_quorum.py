@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Protocol
 
 import pytest
 
@@ -65,7 +66,11 @@ def metadata_log_end_of(data_dir: Path) -> int:
     return end
 
 
-def produce_and_consume(cluster: ClusterProcesses, topic: str, count: int) -> None:
+class LiveNodes(Protocol):
+    def live_bootstrap(self) -> str: ...
+
+
+def produce_and_consume(cluster: LiveNodes, topic: str, count: int) -> None:
     from confluent_kafka import Consumer, Producer
 
     producer = Producer({"bootstrap.servers": cluster.live_bootstrap(), "acks": "all"})

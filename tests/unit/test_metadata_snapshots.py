@@ -19,6 +19,7 @@ from odradek.metadata import records as R
 from odradek.metadata import snapshots as S
 from odradek.metadata.quorum import MetadataLogSettings, MetadataQuorum
 from odradek.metadata.raft_log import PartitionRaftLog
+from odradek.metadata.raft_quorum import RaftMetadataQuorum
 from odradek.protocol import records as batches
 from odradek.raft.config import RaftConfig, VoterSet
 from odradek.raft.core import RaftCore
@@ -93,9 +94,19 @@ def _create_topics(quorum: MetadataQuorum, first: int, count: int) -> None:
         quorum.append([R.topic_record(f"topic-{i}", tid), R.partition_record(tid, 0, [1], 1)])
 
 
-def test_quorum_snapshots_cuts_its_log_and_restarts_from_the_newest(tmp_path: Path) -> None:
-    quorum = MetadataQuorum(tmp_path, 1, SMALL)
+def _one_voter(path: Path) -> RaftMetadataQuorum:
+    """A lone voter, loaded and leading (what a single node runs); its core is
+    started without the ticker task, which needs an event loop."""
+    quorum = RaftMetadataQuorum(path, 1, RaftConfig(voters=VoterSet.of(1)), "cluster", SMALL)
     quorum.load()
+    assert quorum.core is not None
+    quorum._run(quorum.core.start(1))
+    assert quorum.active
+    return quorum
+
+
+def test_quorum_snapshots_cuts_its_log_and_restarts_from_the_newest(tmp_path: Path) -> None:
+    quorum = _one_voter(tmp_path)
     _create_topics(quorum, 0, 60)
     snapshots = S.MetadataSnapshots(tmp_path / "__cluster_metadata-0")
     ids = snapshots.ids()
@@ -106,16 +117,18 @@ def test_quorum_snapshots_cuts_its_log_and_restarts_from_the_newest(tmp_path: Pa
     image = quorum.image
     quorum.close()
 
-    again = MetadataQuorum(tmp_path, 1, SMALL)
+    again = RaftMetadataQuorum(tmp_path, 1, RaftConfig(voters=VoterSet.of(1)), "cluster", SMALL)
     assert again.load() == image
+    again.close()
+    again = _one_voter(tmp_path)
+    assert again.image.topics_by_name == image.topics_by_name
     _create_topics(again, 60, 1)
     assert "topic-60" in again.image.topics_by_name
     again.close()
 
 
 def test_a_snapshot_file_that_does_not_parse_falls_back_to_the_older(tmp_path: Path) -> None:
-    quorum = MetadataQuorum(tmp_path, 1, SMALL)
-    quorum.load()
+    quorum = _one_voter(tmp_path)
     _create_topics(quorum, 0, 60)
     image = quorum.image
     quorum.close()
@@ -128,8 +141,7 @@ def test_a_snapshot_file_that_does_not_parse_falls_back_to_the_older(tmp_path: P
 
 
 def test_observer_below_the_log_start_installs_the_snapshot(tmp_path: Path) -> None:
-    controller = MetadataQuorum(tmp_path / "controller", 1, SMALL)
-    controller.load()
+    controller = _one_voter(tmp_path / "controller")
     _create_topics(controller, 0, 60)
     observer = MetadataQuorum(tmp_path / "broker", 2, SMALL)
     observer.load()

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ...metadata.controller import NewTopic, Result
 from ...protocol import api
@@ -17,9 +18,10 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 async def create_topics(
-    broker: "Broker", topics: Sequence[NewTopic], validate_only: bool
+    broker: Broker, topics: Sequence[NewTopic], validate_only: bool
 ) -> dict[str, Result]:
-    if broker.lifecycle is not None:  # a broker-only node: the controller decides
+    if broker.lifecycle is not None and not broker.is_active_controller:
+        # a broker-only node, or a standby voter: the active controller decides
         return await broker.lifecycle.create_topics(topics, validate_only)
     async with broker.metadata_lock:
         results, records = broker.controller.create_topics(broker.image, topics, validate_only)
@@ -27,7 +29,7 @@ async def create_topics(
     return results
 
 
-async def handle_create_topics(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_create_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     new_topics = [
         NewTopic(
             name=t.name,
@@ -58,7 +60,7 @@ async def handle_create_topics(broker: "Broker", ctx: RequestContext, req: Any) 
     return {"topics": out}
 
 
-def _created_topic_configs(broker: "Broker", image: Any, t: NewTopic) -> list[dict[str, Any]]:
+def _created_topic_configs(broker: Broker, image: Any, t: NewTopic) -> list[dict[str, Any]]:
     from ...topic_config import describe_topic_config
 
     overrides = {k: v for k, v in t.configs.items() if v is not None}
@@ -74,7 +76,7 @@ def _created_topic_configs(broker: "Broker", image: Any, t: NewTopic) -> list[di
     ]
 
 
-async def handle_delete_topics(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if ctx.api_version >= 6:
         names = [t.name for t in req.topics if t.name is not None]
         ids = [t.topic_id for t in req.topics if t.name is None]
@@ -113,7 +115,7 @@ async def handle_delete_topics(broker: "Broker", ctx: RequestContext, req: Any) 
 
 
 async def handle_create_partitions(
-    broker: "Broker", ctx: RequestContext, req: Any
+    broker: Broker, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     requests = [
         (
@@ -137,7 +139,7 @@ async def handle_create_partitions(
     }
 
 
-async def handle_delete_records(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for t in req.topics:
         parts = []
