@@ -30,7 +30,12 @@ from odradek.protocol.records import (
     BatchHeader,
     InvalidRecords,
     decompress,
+    write_varint,
 )
+
+__all__ = [
+    "ScannedRecords", "keyless_record_indexes", "records_blob", "scan_records", "write_varint",
+]
 
 _MAX_VARINT_SHIFT = 63
 
@@ -52,15 +57,6 @@ def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > _MAX_VARINT_SHIFT:
             raise InvalidRecords(CORRUPT_MESSAGE, "varint longer than 10 bytes in record")
-
-
-def write_varint(out: bytearray, value: int) -> None:
-    """Append ``value`` as a zigzag varint."""
-    v = (value << 1) ^ (value >> 63)
-    while v >= 0x80:
-        out.append((v & 0x7F) | 0x80)
-        v >>= 7
-    out.append(v)
 
 
 def records_blob(

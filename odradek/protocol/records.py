@@ -386,7 +386,7 @@ def assign_offsets(
 # -- varints ----------------------------------------------------------------------
 
 
-def _write_varint(out: bytearray, value: int) -> None:
+def write_varint(out: bytearray, value: int) -> None:
     """Append a zigzag varint/varlong (sint64 encoding; valid for int32 too)."""
     v = (value << 1) ^ (value >> 63)
     while v >= 0x80:
@@ -536,29 +536,29 @@ def _snappy_decompress(view: memoryview, bound: int) -> bytes:
 
 def _encode_record(out: bytearray, record: Record, offset_delta: int, base_timestamp: int) -> None:
     body = bytearray(b"\x00")  # attributes
-    _write_varint(body, record.timestamp - base_timestamp)
-    _write_varint(body, offset_delta)
+    write_varint(body, record.timestamp - base_timestamp)
+    write_varint(body, offset_delta)
     if record.key is None:
-        _write_varint(body, -1)
+        write_varint(body, -1)
     else:
-        _write_varint(body, len(record.key))
+        write_varint(body, len(record.key))
         body += record.key
     if record.value is None:
-        _write_varint(body, -1)
+        write_varint(body, -1)
     else:
-        _write_varint(body, len(record.value))
+        write_varint(body, len(record.value))
         body += record.value
-    _write_varint(body, len(record.headers))
+    write_varint(body, len(record.headers))
     for header_key, header_value in record.headers:
         encoded_key = header_key.encode("utf-8")
-        _write_varint(body, len(encoded_key))
+        write_varint(body, len(encoded_key))
         body += encoded_key
         if header_value is None:
-            _write_varint(body, -1)
+            write_varint(body, -1)
         else:
-            _write_varint(body, len(header_value))
+            write_varint(body, len(header_value))
             body += header_value
-    _write_varint(out, len(body))
+    write_varint(out, len(body))
     out += body
 
 
