@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..protocol import api
 from ..protocol.records import batch_crc_ok, iter_batch_headers
+from ..replication.follower import follower_high_watermark, truncation_offset
 from ..storage.log import PartitionLog
 from .kafka_client import ChannelError, KafkaChannel, stop_tasks
 from .replication_quota import FOLLOWER, ReplicationQuota
@@ -272,26 +273,18 @@ class ReplicaFetcher:
                     flusher.request_flush(plog)
         hw = int(p.high_watermark)
         if hw >= 0:
-            plog.set_high_watermark(max(min(hw, plog.log_end_offset), plog.high_watermark))
+            plog.set_high_watermark(
+                follower_high_watermark(hw, plog.log_end_offset, plog.high_watermark))
         return True
 
     def _truncate_diverging(self, part: Partition, epoch: int, end_offset: int) -> None:
         plog = part.log
-        target = truncation_offset(plog, epoch, end_offset)
+        target = truncation_offset(plog.leader_epoch_cache, plog.log_end_offset, epoch,
+                                   end_offset)
         log.info("%s-%d: leader %d says epoch %d ends at %d: truncating %d -> %d",
                  part.topic, part.partition, self.leader_id, epoch, end_offset,
                  plog.log_end_offset, target)
         truncate_follower(plog, target)
-
-
-def truncation_offset(plog: PartitionLog, epoch: int, end_offset: int) -> int:
-    """KIP-279 on the follower: where to cut after the leader answered that
-    `epoch` ends at `end_offset` in its log. Only what diverges goes: the
-    smaller of the leader's end of that epoch and our own end of it (the
-    largest epoch we know <= it); never below it, never to the high watermark."""
-    local_epoch, local_end = plog.leader_epoch_cache.end_offset_for(epoch, plog.log_end_offset)
-    target = end_offset if local_epoch < 0 else min(end_offset, local_end)
-    return max(min(target, plog.log_end_offset), 0)
 
 
 def truncate_follower(plog: PartitionLog, offset: int) -> None:

@@ -1,22 +1,13 @@
-"""The leader's side of replication: follower fetch offsets, the high watermark, the ISR.
+"""The leader's side of replication: the asyncio shell around `replication/leader.py`.
 
-For each partition this node leads it keeps every follower's log end offset
-(the offset of its last Fetch) and when it last caught up, as Kafka's
-`Partition`/`Replica` do:
-
-* `last_caught_up_ms` is the fetch time when the fetch reached the leader's
-  log end offset, or the previous fetch time when the fetch reached the log
-  end offset the leader had at that previous fetch.
-* The high watermark is the smallest log end offset over the ISR (the
-  leader's own included) and never moves back. A follower whose fetch state
-  is unknown (a new leader) holds it where it is until it fetches.
-* A follower out of the ISR that reaches the high watermark (and the start of
-  the leader's epoch) is added; an ISR follower that has not caught up for
-  `replica.lag.time.max.ms` is removed. Both go to the controller as
-  AlterPartition, one in flight per partition; the answer's ISR applies at
-  once (the metadata log says the same a moment later).
-* acks=all waits (`wait_for_high_watermark`) until the high watermark passes
-  the batch, the leadership goes, or the request timeout ends.
+For each partition this node leads it keeps a `PartitionLeader` (follower
+fetch offsets and catch-up times; the rules are there) and acts on it: the
+high watermark moves when the smallest log end offset over the ISR does,
+ISR expansion and shrink go to the controller as AlterPartition (one in
+flight per partition; the answer's ISR applies at once, the metadata log
+says the same a moment later), and acks=all waits
+(`wait_for_high_watermark`) until the high watermark passes the batch, the
+leadership goes, or the request timeout ends.
 
 The ISR this node sees is the one in its metadata image (or a newer
 AlterPartition answer): a shrink is not counted before the controller has
@@ -28,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..replication.leader import PartitionLeader, acks_all_outcome, may_join_isr
 from .handlers import errors as E
 from .kafka_client import stop_tasks
 from .purgatory import FetchPurgatory
@@ -43,27 +34,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-UNKNOWN_OFFSET = -1
-NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
 
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-@dataclass(slots=True)
-class FollowerState:
-    log_end_offset: int = UNKNOWN_OFFSET
-    last_fetch_ms: int = 0
-    last_fetch_leader_leo: int = UNKNOWN_OFFSET
-    last_caught_up_ms: int = 0
-
-
 class LeaderReplication:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.node_id = broker.node_id
-        self.followers: dict[TopicPartition, dict[int, FollowerState]] = {}
+        self.followers: dict[TopicPartition, PartitionLeader] = {}
         self.hw_waiters = FetchPurgatory()
         self._isr_in_flight: set[TopicPartition] = set()
         self._tasks: set[asyncio.Task[None]] = set()
@@ -81,14 +62,10 @@ class LeaderReplication:
         if part.leader != self.node_id:
             self.followers.pop(key, None)
         else:
-            states = self.followers.setdefault(key, {})
-            t = now_ms()
-            for r in part.replicas:
-                if r != self.node_id and r not in states:
-                    states[r] = FollowerState(last_caught_up_ms=t)
-            for r in list(states):
-                if r not in part.replicas:
-                    del states[r]
+            leader = self.followers.get(key)
+            if leader is None:
+                leader = self.followers[key] = PartitionLeader(self.node_id)
+            leader.sync_replicas(part.replicas, now_ms())
             self.maybe_advance_high_watermark(part)
         # waiters re-check leadership and the ISR
         self.hw_waiters.notify(key)
@@ -103,16 +80,10 @@ class LeaderReplication:
         if part.leader != self.node_id or part.log.offline:
             return False
         plog = part.log
-        states = self.followers.get((part.topic, part.partition), {})
-        hw = plog.log_end_offset
-        for r in part.isr:
-            if r == self.node_id:
-                continue
-            st = states.get(r)
-            if st is None or st.log_end_offset == UNKNOWN_OFFSET:
-                return False
-            hw = min(hw, st.log_end_offset)
-        if hw <= plog.high_watermark:
+        leader = self.followers.get((part.topic, part.partition))
+        hw = (plog.log_end_offset if leader is None
+              else leader.high_watermark(part.isr, plog.log_end_offset))
+        if hw is None or hw <= plog.high_watermark:
             return False
         plog.set_high_watermark(hw)
         key = (part.topic, part.partition)
@@ -134,10 +105,10 @@ class LeaderReplication:
         while True:
             if rm.partitions.get(key) is not part or part.leader != self.node_id:
                 return E.NOT_LEADER_OR_FOLLOWER
-            if part.log.high_watermark >= required_offset:
-                if len(part.isr) < part.log.config.min_insync_replicas:
-                    return NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                return E.NONE
+            outcome = acks_all_outcome(part.log.high_watermark, required_offset,
+                                       len(part.isr), part.log.config.min_insync_replicas)
+            if outcome is not None:
+                return outcome
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return E.REQUEST_TIMED_OUT
@@ -146,32 +117,18 @@ class LeaderReplication:
     # -- follower fetches ------------------------------------------------------------------
 
     def on_follower_fetch(self, part: Partition, replica_id: int, fetch_offset: int) -> None:
-        key = (part.topic, part.partition)
-        states = self.followers.get(key)
-        if states is None or replica_id not in states:
+        leader = self.followers.get((part.topic, part.partition))
+        plog = part.log
+        if leader is None or not leader.on_follower_fetch(
+            replica_id, fetch_offset, plog.log_end_offset, now_ms()
+        ):
             return
-        st = states[replica_id]
-        t = now_ms()
-        leo = part.log.log_end_offset
-        if fetch_offset >= leo:
-            st.last_caught_up_ms = t
-        elif st.last_fetch_leader_leo != UNKNOWN_OFFSET and fetch_offset >= st.last_fetch_leader_leo:
-            st.last_caught_up_ms = max(st.last_caught_up_ms, st.last_fetch_ms)
-        st.last_fetch_leader_leo = leo
-        st.last_fetch_ms = t
-        st.log_end_offset = fetch_offset
-        if replica_id not in part.isr and self._may_join_isr(part, fetch_offset):
+        if replica_id not in part.isr and may_join_isr(
+            fetch_offset, plog.high_watermark, plog.leader_epoch_cache.entries,
+            part.leader_epoch, plog.log_end_offset,
+        ):
             self._alter_isr(part, [r for r in part.replicas if r in part.isr or r == replica_id])
         self.maybe_advance_high_watermark(part)
-
-    def _may_join_isr(self, part: Partition, fetch_offset: int) -> bool:
-        plog = part.log
-        # where this leader's epoch starts: a follower below it may still diverge
-        epoch_start = next(
-            (start for epoch, start in plog.leader_epoch_cache.entries
-             if epoch == part.leader_epoch), plog.log_end_offset,
-        )
-        return fetch_offset >= plog.high_watermark and fetch_offset >= epoch_start
 
     # -- ISR shrink ------------------------------------------------------------------------------
 
@@ -192,15 +149,11 @@ class LeaderReplication:
 
     def shrink_lagging(self, t: int) -> None:
         rm = self.broker.replica_manager
-        for key, states in list(self.followers.items()):
+        for key, leader in list(self.followers.items()):
             part = rm.partitions.get(key)
             if part is None or part.leader != self.node_id:
                 continue
-            out = [
-                r for r in part.isr
-                if r != self.node_id and r in states
-                and t - states[r].last_caught_up_ms > self.lag_time_max_ms
-            ]
+            out = leader.lagging(part.isr, t, self.lag_time_max_ms)
             if out:
                 log.info("%s-%d: shrinking ISR %s: %s lagging for more than "
                          "replica.lag.time.max.ms=%d", part.topic, part.partition,

@@ -50,41 +50,19 @@ UNDEFINED_EPOCH_OFFSET = -1
 MAX_EPOCH_ENTRIES = 100_000
 
 
-class LeaderEpochFileCache:
-    """Epoch -> start offset entries of one partition, kept in its checkpoint file."""
+class LeaderEpochCache:
+    """Epoch -> start offset entries of one partition, in memory.
 
-    def __init__(self, path: Path, entries: list[tuple[int, int]] | None = None) -> None:
-        self.path = Path(path)
+    `flush` is called after every change; here it does nothing (the
+    replication simulator's logs hold this class), `LeaderEpochFileCache`
+    writes the checkpoint file."""
+
+    def __init__(self, entries: list[tuple[int, int]] | None = None) -> None:
         self._epochs: list[int] = []
         self._offsets: list[int] = []
         for epoch, offset in entries or []:
             self._epochs.append(epoch)
             self._offsets.append(offset)
-
-    @classmethod
-    def load(cls, dir: Path) -> LeaderEpochFileCache:
-        """Read ``dir/leader-epoch-checkpoint``; a missing file is an empty cache.
-
-        A corrupt file is treated as missing (Kafka rebuilds it from the log as
-        leaders change; odradek's single node re-assigns the current epoch)."""
-        path = Path(dir) / LEADER_EPOCH_CHECKPOINT_FILE
-        try:
-            lines = read_checkpoint_lines(path)
-        except (CorruptCheckpoint, OSError, UnicodeDecodeError):
-            return cls(path)
-        entries: list[tuple[int, int]] = []
-        for line in lines or []:
-            fields = line.split()
-            try:
-                epoch, offset = int(fields[0]), int(fields[1])
-            except (IndexError, ValueError):
-                return cls(path)
-            if len(fields) != 2 or (
-                entries and (epoch <= entries[-1][0] or offset < entries[-1][1])
-            ):
-                return cls(path)
-            entries.append((epoch, offset))
-        return cls(path, entries)
 
     # -- queries -----------------------------------------------------------------------
     @property
@@ -151,6 +129,42 @@ class LeaderEpochFileCache:
         self._epochs.clear()
         self._offsets.clear()
         self.flush()
+
+    def flush(self) -> None:
+        """The entries changed (nothing to write in memory)."""
+
+
+class LeaderEpochFileCache(LeaderEpochCache):
+    """A `LeaderEpochCache` kept in the partition's checkpoint file."""
+
+    def __init__(self, path: Path, entries: list[tuple[int, int]] | None = None) -> None:
+        super().__init__(entries)
+        self.path = Path(path)
+
+    @classmethod
+    def load(cls, dir: Path) -> LeaderEpochFileCache:
+        """Read ``dir/leader-epoch-checkpoint``; a missing file is an empty cache.
+
+        A corrupt file is treated as missing (Kafka rebuilds it from the log as
+        leaders change; odradek's single node re-assigns the current epoch)."""
+        path = Path(dir) / LEADER_EPOCH_CHECKPOINT_FILE
+        try:
+            lines = read_checkpoint_lines(path)
+        except (CorruptCheckpoint, OSError, UnicodeDecodeError):
+            return cls(path)
+        entries: list[tuple[int, int]] = []
+        for line in lines or []:
+            fields = line.split()
+            try:
+                epoch, offset = int(fields[0]), int(fields[1])
+            except (IndexError, ValueError):
+                return cls(path)
+            if len(fields) != 2 or (
+                entries and (epoch <= entries[-1][0] or offset < entries[-1][1])
+            ):
+                return cls(path)
+            entries.append((epoch, offset))
+        return cls(path, entries)
 
     def flush(self) -> None:
         write_checkpoint_lines(

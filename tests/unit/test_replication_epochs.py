@@ -8,9 +8,9 @@ import time
 import uuid
 from pathlib import Path
 
-from odradek.broker.handlers.replica_fetch import diverging_epoch
-from odradek.broker.replica_fetcher import truncate_follower, truncation_offset
+from odradek.broker.replica_fetcher import truncate_follower
 from odradek.protocol import records as batches
+from odradek.replication.follower import diverging_epoch, truncation_offset
 from odradek.storage.log import PartitionLog
 from odradek.storage.log_config import LogConfig
 
@@ -40,11 +40,13 @@ def _replicate(leader: PartitionLog, follower: PartitionLog) -> int:
     returns how many rounds answered with a diverging epoch."""
     diverged = 0
     for _ in range(MAX_ROUNDS):
-        answer = diverging_epoch(leader, follower.log_end_offset,
-                                 follower.leader_epoch_cache.latest_epoch())
+        answer = diverging_epoch(
+            leader.leader_epoch_cache, leader.log_start_offset, leader.log_end_offset,
+            follower.log_end_offset, follower.leader_epoch_cache.latest_epoch())
         if answer is not None:
             diverged += 1
-            truncate_follower(follower, truncation_offset(follower, *answer))
+            truncate_follower(follower, truncation_offset(
+                follower.leader_epoch_cache, follower.log_end_offset, *answer))
             continue
         if follower.log_end_offset == leader.log_end_offset:
             return diverged

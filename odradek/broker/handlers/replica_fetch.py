@@ -27,7 +27,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...protocol.entities import ms
-from ...storage.log import OffsetOutOfRange, PartitionLog
+from ...replication.follower import diverging_epoch
+from ...storage.log import OffsetOutOfRange
 from ..context import RequestContext
 from . import errors as E
 
@@ -45,27 +46,6 @@ def _answer(index: int, code: int, **extra: Any) -> dict[str, Any]:
     }
     out.update(extra)
     return out
-
-
-def diverging_epoch(
-    plog: PartitionLog, fetch_offset: int, last_fetched_epoch: int
-) -> tuple[int, int] | None:
-    """KIP-320 on the leader: None when the follower's log agrees with ours up
-    to `fetch_offset`, else (the largest epoch <= its last fetched epoch that
-    we know, where that epoch ends in our log)."""
-    if last_fetched_epoch < 0:
-        return None
-    cache = plog.leader_epoch_cache
-    epoch, end_offset = cache.end_offset_for(last_fetched_epoch, plog.log_end_offset)
-    if epoch < 0:
-        # We know no epoch at or before the follower's: its epochs are not in
-        # our history, which starts with our earliest epoch (Kafka answers
-        # OFFSET_OUT_OF_RANGE and the follower looks for the same offset).
-        first = cache.earliest_entry()
-        return -1, first[1] if first is not None else plog.log_start_offset
-    if epoch < last_fetched_epoch or end_offset < fetch_offset:
-        return epoch, end_offset
-    return None
 
 
 def _read(broker: Broker, replica_id: int, topic: str, p: Any,
@@ -88,7 +68,9 @@ def _read(broker: Broker, replica_id: int, topic: str, p: Any,
         return _answer(index, E.UNKNOWN_LEADER_EPOCH), 0, True
     plog = part.log
     offset = p.fetch_offset
-    diverging = diverging_epoch(plog, offset, getattr(p, "last_fetched_epoch", -1))
+    diverging = diverging_epoch(
+        plog.leader_epoch_cache, plog.log_start_offset, plog.log_end_offset, offset,
+        getattr(p, "last_fetched_epoch", -1))
     if diverging is not None:
         return _answer(
             index, 0, high_watermark=plog.high_watermark,
