@@ -11,6 +11,7 @@ import asyncio
 import functools
 import io
 import logging
+import os
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from ..config import BrokerConfig
+from ..config import BrokerConfig, Endpoint
 from ..coordinator.service import GroupCoordinatorService
 from ..coordinator.transaction_service import TransactionCoordinatorService
 from ..metadata import records as R
@@ -68,7 +69,7 @@ FORWARDED_TO_CONTROLLER = frozenset({
     api.ApiKey.ALTER_CONFIGS, api.ApiKey.INCREMENTAL_ALTER_CONFIGS, api.ApiKey.ELECT_LEADERS,
     api.ApiKey.ALTER_PARTITION_REASSIGNMENTS, api.ApiKey.LIST_PARTITION_REASSIGNMENTS,
 })
-# How long a starting broker waits to be unfenced before it opens its listeners anyway.
+# How long a starting broker waits to be unfenced before it serves its listeners anyway.
 BROKER_STARTUP_WAIT_S = 30.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 # Replica placements (AssignReplicasToDirs, KIP-858) sent in one request at most,
@@ -144,8 +145,10 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots")
         )
-        self._servers: list[asyncio.base_events.Server] = []
-        self._listening: set[str] = set()
+        # Every listener's server, by listener name: bound first thing in
+        # start(), accepting connections only once `_serve` starts it.
+        self._servers: dict[str, asyncio.base_events.Server] = {}
+        self.bound_ports: dict[str, int] = {}  # the port each listener bound (port 0: the real one)
         self.log_tasks: LogTasks | None = None
         self.log_cleaner: LogCleaner | None = None
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
@@ -188,6 +191,10 @@ class Broker:
     async def start(self) -> None:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
+        # Bind before anything registers an endpoint (Kafka's SocketServer
+        # binds before BrokerLifecycleManager registers): a taken port stops
+        # startup here, and port 0 gets the real port the registration names.
+        await self._bind_listeners()
         self.log_manager.attach_flusher(Flusher(loop))
         image = self.quorum.load()
         # Logs load with their topic's configs (index interval and size matter
@@ -212,7 +219,7 @@ class Broker:
         if self.lifecycle is not None and self.controller_service is not None:
             # A combined node among several voters: the others need our
             # controller listener to elect a leader before we can be unfenced.
-            await self._listen(self.config.controller_listener_names)
+            await self._serve(self.config.controller_listener_names)
         if self.lifecycle is not None:
             self.lifecycle.start()
             if not await self.lifecycle.wait_ready(BROKER_STARTUP_WAIT_S):
@@ -231,7 +238,7 @@ class Broker:
             CleanerConfig.from_broker_config(self.config), self.log_manager
         )
         self.log_cleaner.start()
-        await self._listen({e.name for e in self.config.listeners})
+        await self._serve({e.name for e in self.config.listeners})
         metrics_port = self.config.get("odradek.metrics.port")
         if metrics_port >= 0:
             self.metrics.serve(self.config.get("odradek.metrics.host"), metrics_port)
@@ -244,22 +251,58 @@ class Broker:
             ",".join(str(d) for d in self.log_dirs),
         )
 
-    async def _listen(self, names: set[str] | frozenset[str]) -> None:
-        """Open the listeners named (those not open yet)."""
+    async def _bind_listeners(self) -> None:
+        """Bind every listener's socket without accepting yet: a client that
+        connects before `_serve` is refused, as before the broker started. A
+        bound port is out of the kernel's choice for outgoing connections, so
+        once this returns the endpoints we register are ours. A bind that
+        fails closes those already bound and raises a ListenerBindError."""
         loop = asyncio.get_running_loop()
         for listener in self.config.listeners:
-            if listener.name not in names or listener.name in self._listening:
+            try:
+                server = await loop.create_server(
+                    functools.partial(KafkaConnection, self, listener.name),
+                    listener.host,
+                    listener.port,
+                    reuse_address=True,
+                    backlog=1024,
+                    start_serving=False,
+                )
+            except OSError as e:
+                await self._close_servers()
+                raise ListenerBindError(listener, e) from e
+            self._servers[listener.name] = server
+            self.bound_ports[listener.name] = int(server.sockets[0].getsockname()[1])
+            log.info("bound listener %s to %s:%d", listener.name, listener.host,
+                     self.bound_ports[listener.name])
+
+    async def _serve(self, names: set[str] | frozenset[str]) -> None:
+        """Start accepting connections on the listeners named (bound, not serving yet)."""
+        for listener in self.config.listeners:
+            server = self._servers[listener.name]
+            if listener.name not in names or server.is_serving():
                 continue
-            server = await loop.create_server(
-                functools.partial(KafkaConnection, self, listener.name),
-                listener.host,
-                listener.port,
-                reuse_address=True,
-                backlog=1024,
-            )
-            self._servers.append(server)
-            self._listening.add(listener.name)
-            log.info("listening on %s://%s:%d", listener.name, listener.host, listener.port)
+            await server.start_serving()
+            log.info("listening on %s://%s:%d", listener.name, listener.host,
+                     self.bound_ports[listener.name])
+
+    async def _close_servers(self) -> None:
+        for server in self._servers.values():
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for server in self._servers.values():
+            try:
+                await asyncio.wait_for(server.wait_closed(), 2)
+            except TimeoutError:
+                pass
+
+    def advertised_listeners(self) -> list[Endpoint]:
+        """The endpoints a registration names: `advertised.listeners`, a port
+        0 replaced by the port its listener bound (Kafka does the same)."""
+        assert self.bound_ports, "the listeners are bound before the broker registers"
+        return [ep._replace(port=self.bound_ports.get(ep.name, 0)) if ep.port == 0 else ep
+                for ep in self.config.advertised_listeners]
 
     @property
     def is_active_controller(self) -> bool:
@@ -277,7 +320,7 @@ class Broker:
                 "port": ep.port,
                 "security_protocol": self.config.security_protocol(ep.name),
             }
-            for ep in self.config.advertised_listeners
+            for ep in self.advertised_listeners()
         ]
         rack = self.config.get("broker.rack")
         log_dirs = [kafka_uuid_string(d) for d in self.online_directory_ids()]
@@ -386,15 +429,7 @@ class Broker:
         if isinstance(self.quorum, RaftMetadataQuorum):
             await self.quorum.stop()
         self.metrics.close()
-        for server in self._servers:
-            server.close()
-        for conn in list(self.connections):
-            conn.close()
-        for server in self._servers:
-            try:
-                await asyncio.wait_for(server.wait_closed(), 2)
-            except asyncio.TimeoutError:
-                pass
+        await self._close_servers()
         if self.log_cleaner is not None:
             await self.log_cleaner.stop()
         if self.log_tasks is not None:
@@ -578,6 +613,15 @@ class Broker:
         buf = io.BytesIO()
         entity_writer(cls)(buf, entity)
         return buf.getvalue()
+
+
+class ListenerBindError(OSError):
+    """A listener's socket could not be bound: startup stops before registering."""
+
+    def __init__(self, listener: Endpoint, cause: OSError) -> None:
+        reason = os.strerror(cause.errno) if cause.errno else str(cause)
+        super().__init__(f"cannot bind listener {listener.name} to "
+                         f"{listener.host}:{listener.port}: {reason}")
 
 
 def _api_version_entries() -> list[dict[str, int]]:

@@ -15,8 +15,10 @@ active one. A lone voter runs none of it (it is always the active controller).
   controller's log start is answered with its newest snapshot id: the broker
   fetches that snapshot in chunks (FetchSnapshot), installs it as its log
   start and image, and fetches on from its end offset.
-* **Registration.** BrokerRegistration with a fresh incarnation id; the
-  controller answers the broker epoch. The broker stays fenced until a
+* **Registration.** BrokerRegistration with a fresh incarnation id and the
+  advertised endpoints of listeners already bound (`Broker.start` binds
+  them before this starts; port 0 is the bound port); the controller
+  answers the broker epoch. The broker stays fenced until a
   heartbeat shows it has replayed the metadata up to its registration.
 * **Heartbeats** every `broker.heartbeat.interval.ms` carry the applied
   metadata offset and the directory ids of the log dirs that failed while
@@ -286,7 +288,7 @@ class BrokerLifecycle:
             {"name": ep.name, "host": ep.host, "port": ep.port,
              "security_protocol": SECURITY_PROTOCOL_IDS.get(
                  config.security_protocol(ep.name), 0)}
-            for ep in config.advertised_listeners
+            for ep in self.broker.advertised_listeners()
         ]
         response = await self._call("_heartbeats", api.ApiKey.BROKER_REGISTRATION, 4, {
             "broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,

@@ -8,14 +8,17 @@ SIGKILL.
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Producer
 
+from tests.integration.broker_proc import HOST, BrokerNotReady, BrokerProcess, free_port
 from tests.integration.clients import (
     Wire,
     ck_consume,
@@ -226,3 +229,28 @@ def test_a_restarted_controller_takes_the_cluster_back(cluster: ClusterProcesses
     cluster.brokers[old.leader].restart()
     cluster.wait_for_partition(topic, 0, lambda v: len(v.isr) == 3, "the ISR whole again",
                                timeout_s=30)
+
+
+def test_a_broker_whose_port_is_taken_exits_before_registering(
+    cluster: ClusterProcesses, tmp_path: Path,
+) -> None:
+    """A CI run saw a broker register, then fail to bind a port an outgoing
+    connection had taken: its registered endpoint pointed at nothing. A broker
+    binds first, so that broker stops with a clear error and registers nothing."""
+    port = free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind((HOST, port))  # an outgoing connection from that port
+        taken.connect((HOST, cluster.controller_port))
+        broker = BrokerProcess(
+            overrides={**cluster.brokers[1].overrides, "node.id": 4},
+            port=port, data_dir=tmp_path / "broker-4",
+        )
+        try:
+            with pytest.raises(BrokerNotReady) as failed:
+                broker.start()
+        finally:
+            broker.close()
+    assert f"cannot bind listener PLAINTEXT to {HOST}:{port}: Address already in use" in str(
+        failed.value)
+    assert "registered with the controller" not in broker.log_tail(1 << 20)
+    assert "broker 4 registered" not in cluster.controller.log_tail(1 << 20)
