@@ -27,12 +27,18 @@ from tests.integration.clients import (
     produce_request_v9,
     record_batch,
 )
-from tests.integration.cluster_proc import ClusterProcesses
+from tests.integration.cluster_proc import CONTROLLER_ID, ClusterProcesses, _wait
+from tests.integration.test_controller_quorum import (
+    metadata_log_end,
+    metadata_log_end_of,
+    quorum_state,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
 NOT_LEADER_OR_FOLLOWER = 6
 NOT_ENOUGH_REPLICAS = 19
+CONTROLLER_BACK_S = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -215,8 +221,18 @@ def test_a_restarted_controller_takes_the_cluster_back(cluster: ClusterProcesses
     cluster.controller.kill9()
     down = _produce_acks_all(cluster.bootstrap, topic, [b"while-down-%d" % i for i in range(40)])
     assert sorted(down) == list(range(10, 50))
+    epoch_before = quorum_state(cluster, CONTROLLER_ID)["epoch"]
     cluster.controller.restart()
-    time.sleep(1.0)
+    # Back means: the controller leads a new epoch (its LeaderChange entry is
+    # in its log), and every broker has fetched its metadata log up to that
+    # entry, so each has found the restarted controller again.
+    _wait(lambda: (state := quorum_state(cluster, CONTROLLER_ID))["leader"] == CONTROLLER_ID
+          and state["epoch"] > epoch_before, CONTROLLER_BACK_S,
+          f"the restarted controller to lead an epoch after {epoch_before}")
+    controller_end = metadata_log_end(cluster, CONTROLLER_ID)
+    _wait(lambda: all(metadata_log_end_of(b.data_dir) >= controller_end
+                      for b in cluster.brokers.values()), CONTROLLER_BACK_S,
+          f"every broker's metadata log to reach the controller's end {controller_end}")
     old = cluster.partitions(topic)[0]
     cluster.brokers[old.leader].kill9()
     new = cluster.wait_for_partition(topic, 0, lambda v: v.leader not in (-1, old.leader),
