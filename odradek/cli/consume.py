@@ -44,8 +44,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def _text(value: bytes | None) -> str:
-    return "null" if value is None else value.decode("utf-8", "replace")
+def _text(value: str | bytes | None) -> str:
+    """A key, value or header value as printed (header values may come as str)."""
+    if value is None:
+        return "null"
+    return value if isinstance(value, str) else value.decode("utf-8", "replace")
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
@@ -82,10 +85,11 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 if time.monotonic() - idle_since > args.timeout:
                     break
                 continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            error = msg.error()
+            if error is not None:
+                if error.code() == KafkaError._PARTITION_EOF:
                     continue
-                print(f"odradek consume: {msg.error()}", file=sys.stderr)
+                print(f"odradek consume: {error}", file=sys.stderr)
                 return 1
             idle_since = time.monotonic()
             parts = []
@@ -94,7 +98,9 @@ def cmd_consume(args: argparse.Namespace) -> int:
             if args.print_key:
                 parts.append(_text(msg.key()))
             if args.print_headers:
-                parts.append(",".join(f"{k}={_text(v)}" for k, v in (msg.headers() or [])))
+                headers = msg.headers() or []  # a list of pairs from a consumer
+                pairs = headers.items() if isinstance(headers, dict) else headers
+                parts.append(",".join(f"{k}={_text(v)}" for k, v in pairs))
             parts.append(_text(msg.value()))
             print("\t".join(parts), flush=True)
             count += 1

@@ -43,11 +43,11 @@ def cmd_produce(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
 
     headers = []
     for item in args.header:
-        key, sep, value = item.partition("=")
+        name, sep, text = item.partition("=")
         if not sep:
             print(f"odradek produce: --header {item!r} is not K=V", file=sys.stderr)
             return 2
-        headers.append((key, value.encode()))
+        headers.append((name, text.encode()))
     producer = Producer({
         "bootstrap.servers": args.bootstrap_server, "acks": args.acks,
         "compression.type": args.compression, "linger.ms": 5,

@@ -16,6 +16,7 @@ coordinator/replicated.py), with `offsets.commit.timeout.ms`. A timer task calls
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import time
@@ -152,7 +153,7 @@ class GroupCoordinatorService:
                 continue
             task = loop.create_task(self._load(p, self.core.begin_load(p)))
             self._loads[p] = task
-            task.add_done_callback(lambda t, p=p: self._load_done(p, t))
+            task.add_done_callback(functools.partial(self._load_done, p))
         self.apply(out)
 
     def _load_done(self, partition: int, task: asyncio.Task[None]) -> None:

@@ -41,7 +41,11 @@ ADMIN_TIMEOUT_S = 30.0
 TRANSACTION_API_KEYS = (24, 25, 26, 28)
 
 
-def client_conf(bootstrap: str, kafka: dict[str, str]) -> dict[str, str]:
+# A librdkafka configuration as confluent-kafka's clients take it.
+ClientConf = dict[str, str | int | float | bool]
+
+
+def client_conf(bootstrap: str, kafka: dict[str, str]) -> ClientConf:
     return {**kafka, "bootstrap.servers": bootstrap}
 
 

@@ -209,13 +209,13 @@ def _parse_offset_spec(opts: _Opts, prefix: str, default: str) -> OffsetSpec | N
             if ts < 0:
                 raise _err(by_ts_name, f"{t}-{p}: timestamp must not be negative, got {ts}")
         return OffsetSpec("timestamps", offsets=m, option=by_ts_name)
-    raw = opts.get(off_name)
-    if raw is None:
+    text = opts.get(off_name)
+    if text is None:
         return OffsetSpec(default, option=off_name) if default else None
-    word = raw.strip().lower()
+    word = text.strip().lower()
     if word in ("earliest", "latest"):
         return OffsetSpec(word, option=off_name)
-    m = parse_partition_map(off_name, raw)
+    m = parse_partition_map(off_name, text)
     for (t, p), off in m.items():
         if off < EARLIEST:
             raise _err(off_name, f"{t}-{p}: offset {off} is not an offset, -1 (latest) or -2 (earliest)")

@@ -208,6 +208,7 @@ def read_range(part: OffsetRangePartition, schema: StructType) -> Iterator[Any]:
                         )
                     raise RuntimeError(f"{part.topic}-{part.partition}: consume error: {err.str()}")
                 off = m.offset()
+                assert off is not None, "a consumed record without an error has an offset"
                 if off >= until:
                     position = until
                     break

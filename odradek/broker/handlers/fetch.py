@@ -299,9 +299,9 @@ async def handle_list_offsets(broker: "Broker", ctx: RequestContext, req: Any) -
                 entry["offset"] = plog.log_start_offset
                 entry["leader_epoch"] = part.leader_epoch
             elif ts == MAX_TIMESTAMP:
-                found = plog.max_timestamp_offset()
-                if found is not None and found[0] >= 0:
-                    entry["offset"], entry["timestamp"] = found
+                newest = plog.max_timestamp_offset()  # (-1, -1) for an empty log
+                if newest[0] >= 0:
+                    entry["offset"], entry["timestamp"] = newest
                     entry["leader_epoch"] = part.leader_epoch
             elif ts < 0:
                 entry["error_code"] = E.UNSUPPORTED_VERSION
