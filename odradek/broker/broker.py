@@ -116,7 +116,14 @@ class Broker:
         self.replica_manager.on_assignments = self._assignments_due.set
         self._dirs_failed = asyncio.Event()  # a log dir went offline while we run
         self._dir_failure_task: asyncio.Task[None] | None = None
-        self.quorum.listeners.append(self.replica_manager.on_metadata)
+        # The replica manager follows the image once it is published: at start
+        # for a lone voter, else once the controller has unfenced this node
+        # (its image then holds everything up to its registration). A stale
+        # image from before a restart must not make it lead, set a high
+        # watermark or fetch (Kafka publishes to its ReplicaManager only after
+        # the broker caught up with the metadata log, too).
+        self._published = False
+        self.quorum.listeners.append(self._on_published_metadata)
         # Replication follows the replica manager's partitions (replication.py,
         # replica_fetcher.py); the controller role runs the cluster's control
         # (controller_service.py); a broker-only node reaches the controller
@@ -200,7 +207,8 @@ class Broker:
         # Logs load with their topic's configs (index interval and size matter
         # when an index is rebuilt), so the metadata image comes first.
         self.log_manager.startup(lambda topic: self._load_config_for(image, topic))
-        self.replica_manager.load_from_image(image)
+        if self.lifecycle is None:
+            self._publish_metadata(image)
         if isinstance(self.quorum, RaftMetadataQuorum):
             # A lone voter is the active controller when this returns (the
             # leadership listener told the controller service).
@@ -214,8 +222,6 @@ class Broker:
         self._assignment_task = loop.create_task(self._send_assignments())
         self._dir_failure_task = loop.create_task(self._report_dir_failures())
         self.log_manager.on_dir_offline = functools.partial(self._on_dir_offline, loop)
-        if self.replica_manager.pending_assignments:
-            self._assignments_due.set()
         if self.lifecycle is not None and self.controller_service is not None:
             # A combined node among several voters: the others need our
             # controller listener to elect a leader before we can be unfenced.
@@ -230,6 +236,10 @@ class Broker:
                 self._producer_id_prefetch = asyncio.get_running_loop().create_task(
                     self._prefetch_producer_ids()
                 )
+            self._publish_metadata(self.image)
+            self._sync_replication()
+        if self.replica_manager.pending_assignments:
+            self._assignments_due.set()
         self.group_coordinator.start()
         self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
@@ -444,7 +454,21 @@ class Broker:
 
     # -- replication and the controller ---------------------------------------------
 
+    def _publish_metadata(self, image: MetadataImage) -> None:
+        self.replica_manager.load_from_image(image)
+        self._published = True
+        log.info("metadata published to the replica manager at offset %d (%d partitions)",
+                 image.offset, len(self.replica_manager.partitions))
+
+    def _on_published_metadata(
+        self, old: MetadataImage, new: MetadataImage, records: list[R.MetadataRecord]
+    ) -> None:
+        if self._published:
+            self.replica_manager.on_metadata(old, new, records)
+
     def _sync_replication(self, *_: object) -> None:
+        if not self._published:
+            return
         for part in self.replica_manager.partitions.values():
             self.replication.sync(part)
         for key in list(self.replication.followers):

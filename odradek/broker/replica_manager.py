@@ -123,11 +123,15 @@ class ReplicaManager:
                     self.partitions[key] = part
                     self._on_leadership(part)
                 else:
+                    if not (pimg.leader_epoch == part.leader_epoch
+                            and pimg.partition_epoch < part.partition_epoch):
+                        # An AlterPartition answer may be newer than this
+                        # image (Kafka skips a stale partition epoch too).
+                        part.isr = pimg.isr
+                        part.partition_epoch = pimg.partition_epoch
                     part.leader_epoch = pimg.leader_epoch
                     part.leader = pimg.leader
-                    part.isr = pimg.isr
                     part.replicas = pimg.replicas
-                    part.partition_epoch = pimg.partition_epoch
                     if name in changed_configs:
                         part.log.update_config(config)
                     self._on_leadership(part)

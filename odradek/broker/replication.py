@@ -9,9 +9,12 @@ says the same a moment later), and acks=all waits
 (`wait_for_high_watermark`) until the high watermark passes the batch, the
 leadership goes, or the request timeout ends.
 
-The ISR this node sees is the one in its metadata image (or a newer
-AlterPartition answer): a shrink is not counted before the controller has
-committed it, so the high watermark never passes what the committed ISR has.
+The ISR counted for the high watermark is the maximal ISR
+(`PartitionLeader.maximal_isr`): the one in the metadata image or a newer
+AlterPartition answer (the replica manager never lets an older image take it
+back), plus the followers asked for since. A shrink is not counted before the
+controller has committed it, an expansion from the moment it is asked, so the
+high watermark never passes what any ISR the controller may have committed has.
 """
 
 from __future__ import annotations
@@ -21,7 +24,12 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from ..replication.leader import PartitionLeader, acks_all_outcome, may_join_isr
+from ..replication.leader import (
+    PartitionLeader,
+    acks_all_outcome,
+    isr_answer_applies,
+    may_join_isr,
+)
 from .handlers import errors as E
 from .kafka_client import stop_tasks
 from .purgatory import FetchPurgatory
@@ -66,6 +74,7 @@ class LeaderReplication:
             if leader is None:
                 leader = self.followers[key] = PartitionLeader(self.node_id)
             leader.sync_replicas(part.replicas, now_ms())
+            leader.observe_partition_epoch(part.partition_epoch)
             self.maybe_advance_high_watermark(part)
         # waiters re-check leadership and the ISR
         self.hw_waiters.notify(key)
@@ -166,6 +175,11 @@ class LeaderReplication:
         key = (part.topic, part.partition)
         if key in self._isr_in_flight:
             return
+        leader = self.followers.get(key)
+        if leader is None:
+            return
+        # its additions count for the high watermark until the outcome is known
+        leader.propose_isr(part.isr, new_isr, part.partition_epoch)
         self._isr_in_flight.add(key)
         task = asyncio.get_running_loop().create_task(self._send_alter(part, new_isr))
         self._tasks.add(task)
@@ -178,11 +192,15 @@ class LeaderReplication:
                 str(part.topic_id), part.partition, part.leader_epoch, part.partition_epoch,
                 new_isr,
             )
-            if answer.error_code == 0 and answer.leader_epoch == part.leader_epoch and (
-                answer.partition_epoch >= part.partition_epoch
+            if answer.error_code == 0 and isr_answer_applies(
+                answer.leader_epoch, answer.partition_epoch, part.leader_epoch,
+                part.partition_epoch,
             ):
                 part.isr = tuple(answer.isr)
                 part.partition_epoch = answer.partition_epoch
+                leader = self.followers.get(key)
+                if leader is not None:
+                    leader.observe_partition_epoch(answer.partition_epoch)
                 log.info("%s-%d: ISR now %s", part.topic, part.partition, list(part.isr))
                 self.maybe_advance_high_watermark(part)
                 self.hw_waiters.notify(key)

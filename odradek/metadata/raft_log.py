@@ -66,8 +66,11 @@ class PartitionRaftLog:
         return max(epoch, 0)
 
     def end_offset_for_epoch(self, epoch: int) -> OffsetAndEpoch:
-        found, end = self.plog.leader_epoch_cache.end_offset_for(epoch, self.plog.log_end_offset)
-        if found < 0:
+        cache = self.plog.leader_epoch_cache
+        earliest = cache.earliest_entry()
+        found, end = cache.end_offset_for(epoch, self.plog.log_end_offset)
+        if found < 0 or earliest is None or epoch < earliest[0]:
+            # below the log's epochs: the snapshot's, else the log start
             snapshot_id = self.snapshots.latest()
             if snapshot_id is not None and snapshot_id.epoch <= epoch:
                 return snapshot_id

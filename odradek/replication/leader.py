@@ -11,6 +11,14 @@ offset as far as the leader knows) and when it last caught up:
 * The high watermark is the smallest log end offset over the ISR (the leader's
   own included). A follower whose fetch state is unknown (a new leader) holds
   it where it is until it fetches. It never moves back.
+* The ISR counted for the high watermark is the *maximal* ISR (Kafka's
+  `maximalIsr`): the last one the leader knows committed, plus every follower
+  it has asked the controller to add since. Until the leader learns the
+  outcome from a newer partition epoch (the answer, or the metadata log) the
+  expansion may be committed already, and then a follower the leader does not
+  wait for could be elected without the records acknowledged meanwhile (the
+  replication simulator found exactly that). A pending shrink needs nothing:
+  the committed ISR is the larger one until the shrink is known.
 * A follower out of the ISR joins when it reaches the high watermark and the
   start of the leader's epoch (`may_join_isr`); an ISR follower that has not
   caught up for `replica.lag.time.max.ms` leaves (`lagging`). Both go to the
@@ -45,6 +53,29 @@ class PartitionLeader:
 
     node_id: int
     followers: dict[int, FollowerState] = field(default_factory=dict)
+    # followers proposed for the ISR (AlterPartition) since `pending_partition_epoch`
+    pending_additions: frozenset[int] = frozenset()
+    pending_partition_epoch: int = -1
+
+    def propose_isr(self, isr: Iterable[int], new_isr: Iterable[int],
+                    partition_epoch: int) -> None:
+        """An AlterPartition from `isr` to `new_isr`, based on `partition_epoch`,
+        goes to the controller: its additions count until the outcome is known."""
+        added = frozenset(new_isr) - frozenset(isr)
+        if partition_epoch != self.pending_partition_epoch:
+            self.pending_additions = frozenset()
+            self.pending_partition_epoch = partition_epoch
+        self.pending_additions |= added
+
+    def observe_partition_epoch(self, partition_epoch: int) -> None:
+        """The leader now knows the ISR committed at `partition_epoch`: proposals
+        based on an older epoch are settled (committed or refused)."""
+        if partition_epoch > self.pending_partition_epoch:
+            self.pending_additions = frozenset()
+            self.pending_partition_epoch = partition_epoch
+
+    def maximal_isr(self, isr: Iterable[int]) -> set[int]:
+        return set(isr) | self.pending_additions
 
     def sync_replicas(self, replicas: Iterable[int], now_ms: int) -> None:
         """The replica set changed (or leadership began): new followers start
@@ -75,10 +106,10 @@ class PartitionLeader:
         return True
 
     def high_watermark(self, isr: Iterable[int], leader_log_end_offset: int) -> int | None:
-        """The smallest log end offset over the ISR, or None while an ISR
-        follower's offset is unknown (the high watermark then stays)."""
+        """The smallest log end offset over the maximal ISR, or None while the
+        offset of a follower in it is unknown (the high watermark then stays)."""
         hw = leader_log_end_offset
-        for r in isr:
+        for r in self.maximal_isr(isr):
             if r == self.node_id:
                 continue
             st = self.followers.get(r)
@@ -107,6 +138,15 @@ def may_join_isr(
         leader_log_end_offset,
     )
     return fetch_offset >= high_watermark and fetch_offset >= epoch_start
+
+
+def isr_answer_applies(
+    answer_leader_epoch: int, answer_partition_epoch: int, leader_epoch: int,
+    partition_epoch: int,
+) -> bool:
+    """An AlterPartition answer without error sets the leader's ISR only in its
+    current leader epoch and when it is not older than what the leader knows."""
+    return answer_leader_epoch == leader_epoch and answer_partition_epoch >= partition_epoch
 
 
 def acks_all_outcome(

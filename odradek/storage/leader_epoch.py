@@ -19,11 +19,15 @@ Theory of operation (as Kafka's ``LeaderEpochFileCache``)
 * ``assign(epoch, start_offset)`` is called before appending a batch stamped
   with ``epoch``; it adds an entry only when ``epoch`` is newer than the
   latest. Entries that would break "both columns increase" are dropped first
-  (an older epoch with a larger start offset cannot survive a newer leader).
+  (an older epoch with a larger start offset cannot survive a newer leader),
+  and so is an entry at the same start offset (an epoch that wrote nothing).
 * ``end_offset_for(epoch, log_end_offset)`` answers OffsetForLeaderEpoch: the
   largest epoch <= the requested one and the start offset of the first epoch
   after it (or the log end offset when it is the latest epoch). A request
-  below the first known epoch gets ``(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)``.
+  below the first known epoch gets the requested epoch and the first entry's
+  start offset, as Kafka answers (without it, a follower whose only epoch the
+  leader never knew would be told to cut at an offset it already has, again
+  and again: the replication simulator found that livelock).
 * ``truncate_from_end(offset)`` (log truncated to ``offset``) drops entries
   starting at or after it; ``truncate_from_start(offset)`` (log start offset
   moved) drops entries wholly below it and moves the first kept entry's start
@@ -89,7 +93,10 @@ class LeaderEpochCache:
             return self._epochs[-1], log_end_offset
         i = bisect_right(self._epochs, requested_epoch)
         if i == 0:
-            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+            # Below every epoch we know (Kafka's answer): the requested epoch
+            # ends where our history starts. A follower that diverged in an
+            # epoch this log never saw then cuts back to there.
+            return requested_epoch, self._offsets[0]
         return self._epochs[i - 1], self._offsets[i]
 
     # -- changes -----------------------------------------------------------------------
@@ -98,7 +105,9 @@ class LeaderEpochCache:
         (the file is then rewritten)."""
         if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
             return False
-        while self._offsets and self._offsets[-1] > start_offset:
+        # An entry at the same start wrote nothing: the new epoch replaces it
+        # (Kafka drops entries with start offset >= the new one too).
+        while self._offsets and self._offsets[-1] >= start_offset:
             self._epochs.pop()
             self._offsets.pop()
         self._epochs.append(epoch)

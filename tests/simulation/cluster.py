@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections import deque
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -50,13 +49,9 @@ from odradek.raft.effects import (
 )
 from odradek.raft.log import InMemoryRaftLog, OffsetAndEpoch
 from odradek.raft.state import ElectionState, State
+from tests.simulation.scheduling import Scheduler, SimulationFailure
 
-TRACE_LINES = 200  # bounded trace kept for a failure report
 LIVENESS_BOUND_MS = 60_000  # after healing: a leader and a commit within this
-
-
-class SimulationFailure(AssertionError):
-    pass
 
 
 @dataclass(slots=True)
@@ -210,11 +205,10 @@ class Checker:
                 )
 
 
-class Simulation:
+class Simulation(Scheduler):
     def __init__(self, seed: int, steps: int, nodes: int | None = None) -> None:
-        self.seed = seed
+        super().__init__(seed)
         self.steps = steps
-        self.rng = random.Random(seed)
         count = nodes if nodes is not None else self.rng.choice([3, 3, 4, 5])
         self.faults = Faults.draw(self.rng)
         fast = self.rng.random() < 0.75  # most schedules run with shorter timeouts
@@ -233,11 +227,7 @@ class Simulation:
         else:
             self.config = RaftConfig(voters=voters)
         self.nodes = {i: SimNode(i, Disk()) for i in sorted(voters.ids)}
-        self.now_ms = 0
-        self.queue: list[tuple[int, int, str, object]] = []
-        self._seq = 0
         self.checker = Checker()
-        self.trace: deque[str] = deque(maxlen=TRACE_LINES)
         self.blocked: set[tuple[int, int]] = set()
         # (requester, correlation id) -> the requester's incarnation when it sent
         # the request: a reply reaches only that incarnation (its connection).
@@ -247,16 +237,6 @@ class Simulation:
         self.steps_run = 0
         self.stats = {"elections": 0, "crashes": 0, "partitions": 0, "snapshots": 0, "installs": 0}
 
-    # -- scheduling ---------------------------------------------------------------------
-    def _push(self, at_ms: int, kind: str, payload: object) -> None:
-        self._seq += 1
-        heapq.heappush(self.queue, (at_ms, self._seq, kind, payload))
-
-    def _exp(self, mean_ms: int) -> int:
-        return 1 + int(self.rng.expovariate(1.0 / mean_ms))
-
-    def log(self, text: str) -> None:
-        self.trace.append(f"{self.now_ms:>7} {text}")
 
     # -- nodes ----------------------------------------------------------------------------
     def _start(self, node: SimNode) -> None:

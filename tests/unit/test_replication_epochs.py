@@ -127,16 +127,43 @@ def test_a_leader_that_wrote_nothing_follows_a_new_leader_without_looping(
     tmp_path: Path,
 ) -> None:
     # Replica 2 led epoch 0 of an empty partition and died; replica 3 leads
-    # epoch 1. 2's cache says epoch 0 started at 0, 3 has never seen epoch 0.
+    # epoch 1. 2's cache says epoch 0 started at 0, 3 has never seen epoch 0:
+    # as Kafka answers, epoch 0 ends where 3's history starts (0), so nothing
+    # diverges, and the empty epoch goes when epoch 1 is assigned at 0.
     old = _open(tmp_path / "old")
     new = _open(tmp_path / "new")
     old.assign_leader_epoch(0)
     new.assign_leader_epoch(1)
-    assert _replicate(new, old) == 1
-    assert old.leader_epoch_cache.latest_epoch() == -1
+    assert new.leader_epoch_cache.end_offset_for(0, new.log_end_offset) == (0, 0)
+    assert _replicate(new, old) == 0
     _append_as_leader(new, b"after", 1)
     assert _replicate(new, old) == 0
     assert _values(old) == [b"after"]
     assert old.leader_epoch_cache.entries == new.leader_epoch_cache.entries
     old.close()
     new.close()
+
+
+def test_a_follower_whose_only_epoch_the_leader_never_saw_cuts_back_to_the_leaders_history(
+    tmp_path: Path,
+) -> None:
+    # Found by the replication simulator (a livelock): the follower holds
+    # offsets 0-1 written in epoch 1 by a leader nobody followed; the leader
+    # holds other records at 0-1 from epoch 0 and more from epoch 2. The leader
+    # answers that epoch 0 ends at 2; the follower, which never saw epoch 0,
+    # must learn from its own cache that epoch 0 ends where its history starts
+    # (0) and cut there, not at 2 again and again.
+    leader = _open(tmp_path / "leader")
+    follower = _open(tmp_path / "follower")
+    leader.assign_leader_epoch(0)
+    _append_as_leader(leader, b"a", 0)
+    _append_as_leader(leader, b"b", 0)
+    _append_as_leader(leader, b"c", 2)
+    follower.assign_leader_epoch(1)
+    _append_as_leader(follower, b"x", 1)
+    _append_as_leader(follower, b"y", 1)
+    assert _replicate(leader, follower) == 1
+    assert _values(follower) == [b"a", b"b", b"c"]
+    assert follower.leader_epoch_cache.entries == leader.leader_epoch_cache.entries
+    leader.close()
+    follower.close()
