@@ -23,8 +23,11 @@ wait) every 5 ms on two persistent connections, and times each answer.
              probe runs until the broker logs that the cleaning ended.
 
 p50/p99/max of each, and cleaning/idle ratios; the broker's own "cleaned"
-line gives the cleaner's MB/s under the probe load. Results: stdout and
-bench/results/cleaner-<time>.json.
+line gives the cleaner's MB/s under the probe load, its "cleaner worker" line
+where the worker's CPU priority comes from (SCHED_IDLE, idle cgroup).
+``--override key=value`` passes a broker config (e.g.
+``odradek.log.cleaner.cgroup.idle=false`` to compare without the idle cgroup).
+Results: stdout and bench/results/cleaner-<time>.json.
 """
 
 from __future__ import annotations
@@ -192,7 +195,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-cleaner-broker-") as tmp:
         broker = BrokerProcess("odradek", data_dir=Path(tmp) / "data",
                                log_path=Path(tmp) / "broker.log",
-                               overrides={"log.cleaner.backoff.ms": 200})
+                               overrides={"log.cleaner.backoff.ms": 200, **args.override})
         broker.start()
         try:
             create_topic(broker.bootstrap, "probe", 1)
@@ -231,8 +234,9 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
             for kind in idle:
                 idle[kind].extend(after[kind])
             probe.close()
-            line = next((x for x in broker.log_path.read_text().splitlines()
-                         if "cleaned dirty-0:" in x), "")
+            lines = broker.log_path.read_text().splitlines()
+            line = next((x for x in lines if "cleaned dirty-0:" in x), "")
+            worker_line = next((x for x in lines if "cleaner worker 0:" in x), "")
         finally:
             broker.stop()
     match = re.search(r"([\d.]+) MB processed in ([\d.]+) s \(([\d.]+) MB/s", line)
@@ -241,6 +245,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
         "cleaning_seconds_observed": clean_seconds,
         "broker_cleaner_line": line.split(": ", 1)[-1],
         "broker_cleaner_mb_s": float(match[3]) if match else None,
+        "broker_worker_line": worker_line.split(": ", 1)[-1],
     }
     for kind in ("produce", "fetch"):
         result[kind] = {"idle": _summary(idle[kind]), "cleaning": _summary(cleaning[kind])}
@@ -253,6 +258,7 @@ def latency(args: argparse.Namespace) -> dict[str, Any]:
               f"({c['n']} samples) | ratio p50 {result[kind]['p50_ratio']:.2f} "
               f"p99 {result[kind]['p99_ratio']:.2f}", flush=True)
     print(f"broker cleaner: {result['broker_cleaner_line']}", flush=True)
+    print(f"broker {result['broker_worker_line']}", flush=True)
     return result
 
 
@@ -267,7 +273,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="16 MiB logs, 5 s idle")
     parser.add_argument("--skip-throughput", action="store_true")
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker config for part 2 (repeatable)")
     args = parser.parse_args()
+    args.override = dict(kv.split("=", 1) for kv in args.override)
     if args.quick:
         args.log_mib, args.dirty_mib, args.idle_s = 16, 16, 5.0
     report: dict[str, Any] = {"args": vars(args)}

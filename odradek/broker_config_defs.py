@@ -188,6 +188,10 @@ _DEFS: list[ConfigDef] = [
        MEDIUM, at_least(0)),
     _d("log.cleaner.max.compaction.lag.ms", L, LONG_MAX, "Most time a message stays "
        "uncompacted.", MEDIUM, at_least(1)),
+    _d("odradek.log.cleaner.cgroup.idle", B, True, "odradek only: run the cleaner's worker "
+       "processes in a cpu cgroup with cpu.idle=1 (Linux, where the broker may create one; "
+       "otherwise they keep SCHED_IDLE alone), so a process that wakes elsewhere "
+       "preempts cleaning at once.", LOW),
     # --- request limits and threads ---
     _d("message.max.bytes", I, 1048588, "Largest record batch the broker accepts "
        "(topic-level max.message.bytes).", HIGH, at_least(0)),

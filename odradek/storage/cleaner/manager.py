@@ -68,6 +68,7 @@ from typing import Any
 
 from odradek.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, fsync_dir
 from odradek.storage.cleaner import swap, worker
+from odradek.storage.cleaner.cgroup import IdleCgroup
 from odradek.storage.cleaner.task import CleanedGroup, CleanResult, CleanTask, SegmentInfo
 from odradek.storage.log import KafkaStorageError, PartitionLog, wall_clock_ms
 from odradek.storage.log_config import LogConfig
@@ -100,6 +101,7 @@ class CleanerConfig:
     backoff_ms: int = 15000  # log.cleaner.backoff.ms
     io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second
     step_delay_ms: int = 0  # ODRADEK_CLEANER_STEP_DELAY_MS (tests)
+    cgroup_idle: bool = True  # odradek.log.cleaner.cgroup.idle
 
     @classmethod
     def from_broker_config(cls, config: Any) -> CleanerConfig:
@@ -113,6 +115,7 @@ class CleanerConfig:
             backoff_ms=int(config.get("log.cleaner.backoff.ms")),
             io_max_bytes_per_second=rate if rate < 1.7e308 else float("inf"),
             step_delay_ms=int(os.environ.get(STEP_DELAY_ENV, "0") or 0),
+            cgroup_idle=bool(config.get("odradek.log.cleaner.cgroup.idle")),
         )
 
 
@@ -263,6 +266,7 @@ class LogCleaner:
         self._tasks: list[asyncio.Task[None]] = []
         self._pools: list[ProcessPoolExecutor] = []  # one single-process pool per thread
         self._stop_event: Any = None
+        self._cgroup: IdleCgroup | None = None  # the workers' idle cpu cgroup, if any
         self._checkpoint_lock = asyncio.Lock()
         self.cleanings = 0  # completed cleanings, for tests and metrics
         self._swap_ms = 0.0  # longest swap_in of the cleaning under way
@@ -289,13 +293,13 @@ class LogCleaner:
                      self.config.enable, self.config.threads)
             return
         self._stop_event = multiprocessing.get_context("spawn").Event()
+        if self.config.cgroup_idle:
+            self._cgroup = IdleCgroup.create_for_this_process()
         loop = asyncio.get_running_loop()
         for i in range(self.config.threads):
             # One process per cleaner thread: a cleaning's offset map stays in
             # its process while its groups are cleaned and swapped one by one.
-            pool = self._new_pool()
-            self._pools.append(pool)
-            loop.run_in_executor(pool, worker.ready)  # start the process now
+            self._pools.append(self._new_pool())
             self._tasks.append(loop.create_task(self._run(i), name=f"log-cleaner-{i}"))
         log.info(
             "log cleaner started: %d thread(s), %.1f MB offset map each (%d keys at load "
@@ -309,8 +313,19 @@ class LogCleaner:
             max_workers=1,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=worker.init_worker,
-            initargs=(os.getpid(), self._stop_event),
+            initargs=(os.getpid(), self._stop_event,
+                      str(self._cgroup.procs_file) if self._cgroup is not None else None),
         )
+
+    async def _start_worker(self, index: int) -> None:
+        """Start worker ``index``'s process now (not at the first cleaning) and log
+        where its CPU priority comes from."""
+        try:
+            pid, placement = await asyncio.get_running_loop().run_in_executor(
+                self._pools[index], worker.ready)
+        except BrokenProcessPool:
+            return  # the next cleaning finds out and starts another
+        log.info("cleaner worker %d: pid %d, %s", index, pid, placement)
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -318,6 +333,7 @@ class LogCleaner:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
         if not self._pools:
+            self._remove_cgroup()
             return
         self._stop_event.set()
         pools, self._pools = self._pools, []
@@ -332,7 +348,14 @@ class LogCleaner:
             for pool in pools:
                 for process in list((getattr(pool, "_processes", None) or {}).values()):
                     process.kill()
+                    process.join(1.0)  # the idle cgroup can go once it is empty
             log.warning("killed cleaner workers that did not stop in %.0f s", STOP_TIMEOUT_S)
+        self._remove_cgroup()
+
+    def _remove_cgroup(self) -> None:
+        group, self._cgroup = self._cgroup, None
+        if group is not None and not group.remove():
+            log.warning("could not remove the cleaner cgroup %s", group.path)
 
     def _map_bytes(self) -> int:
         return max(1, min(self.config.dedupe_buffer_size // max(self.config.threads, 1),
@@ -371,6 +394,7 @@ class LogCleaner:
     # -- cleaning --------------------------------------------------------------------------------
     async def _run(self, index: int) -> None:
         backoff_s = max(self.config.backoff_ms, 10) / 1000
+        await self._start_worker(index)
         while True:
             ltc = self.grab_filthiest_log()
             if ltc is None:
@@ -386,6 +410,7 @@ class LogCleaner:
                 log.error("cleaner worker %d died while cleaning %s-%d; starting another",
                           index, *key)
                 self._pools[index] = self._new_pool()
+                await self._start_worker(index)
             except Exception as e:
                 if self._gone(ltc.log):
                     log.info("stopped cleaning %s-%d: the log went away", *key)

@@ -10,10 +10,13 @@ clean its groups one by one), started with ``spawn`` (no inherited sockets,
 locks or threads).
 
 Workers run at the lowest CPU priority (``WORKER_NICENESS`` and, on Linux, the
-SCHED_IDLE policy), so cleaning takes what the broker's request handling leaves. A worker never outlives the broker: it asks the kernel for SIGKILL when its
-parent dies (``PR_SET_PDEATHSIG``, Linux) and also checks its parent and the
-broker's stop event between batches, so it cannot write ``.cleaned`` files
-into a log dir a restarted broker already loaded.
+SCHED_IDLE policy and, where the broker could create one, a cgroup whose
+``cpu.idle`` is 1: storage/cleaner/cgroup.py says why the policy alone is not
+enough), so cleaning takes what the broker's request handling and the rest of
+the machine leave. A worker never outlives the broker: it asks the kernel for
+SIGKILL when its parent dies (``PR_SET_PDEATHSIG``, Linux) and also checks its
+parent and the broker's stop event between batches, so it cannot write
+``.cleaned`` files into a log dir a restarted broker already loaded.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import signal
 from typing import Any
 
+from odradek.storage.cleaner import cgroup
 from odradek.storage.cleaner.cleaner import LogCleaning
 from odradek.storage.cleaner.offset_map import OffsetMap
 from odradek.storage.cleaner.task import CleanedGroup, CleanResult, CleanTask
@@ -39,10 +43,14 @@ _offset_map: OffsetMap | None = None
 # The cleaning the broker is driving group by group (one at a time per worker:
 # each cleaner thread has a worker process of its own).
 _cleaning: LogCleaning | None = None
+# Where this worker's CPU priority comes from, for the broker's log (ready()).
+_placement = "nice 19, SCHED_IDLE"
 
 
-def init_worker(parent_pid: int, stop_event: Any) -> None:
-    global _parent_pid, _stop_event
+def init_worker(parent_pid: int, stop_event: Any, cgroup_procs: str | None = None) -> None:
+    """Set up a new worker process: lowest priority, joined to the idle cgroup whose
+    ``cgroup.procs`` is ``cgroup_procs`` (if any), dies with the broker."""
+    global _parent_pid, _stop_event, _placement
     _parent_pid = parent_pid
     _stop_event = stop_event
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -54,10 +62,18 @@ def init_worker(parent_pid: int, stop_event: Any) -> None:
     try:
         # SCHED_IDLE (Linux): runs only when a CPU would otherwise idle, so a
         # request that wakes the broker never waits for a cleaner time slice
-        # to end (niceness alone leaves a wake-up waiting up to a few ms).
+        # to end (niceness alone leaves a wake-up waiting up to a few ms). It
+        # ranks the worker within its scheduling group only; the idle cgroup
+        # below does the same against every other group on the machine.
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
     except (OSError, AttributeError):
-        pass
+        _placement = "nice 19"
+    if cgroup_procs is not None:
+        error = cgroup.join(cgroup_procs)
+        if error is None:
+            _placement += f", idle cgroup {os.path.dirname(cgroup_procs)}"
+        else:  # the group was made for us, so this is unexpected: say so in ready()
+            _placement += f" (joining {cgroup_procs} failed: {error})"
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -102,6 +118,7 @@ def finish() -> CleanResult:
     return cleaning.finish()
 
 
-def ready() -> int:
-    """A no-op that makes the pool start its process ahead of the first cleaning."""
-    return os.getpid()
+def ready() -> tuple[int, str]:
+    """Makes the pool start its process ahead of the first cleaning; returns its pid
+    and where its CPU priority comes from (for the broker's log)."""
+    return os.getpid(), _placement
