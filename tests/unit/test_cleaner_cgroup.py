@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,7 @@ def test_a_parent_the_broker_may_not_write_falls_back(tmp_path: Path) -> None:
         tmp_path.chmod(0o755)
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc")
 def test_groups_of_brokers_that_are_gone_are_removed_and_others_kept(
         tmp_path: Path) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
@@ -133,10 +135,16 @@ def test_groups_of_brokers_that_are_gone_are_removed_and_others_kept(
     for name in (f"{GROUP_PREFIX}{dead_pid}", f"{GROUP_PREFIX}{os.getppid()}",
                  f"{GROUP_PREFIX}{os.getpid()}", "other-group", f"{GROUP_PREFIX}x"):
         (tmp_path / name).mkdir()
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not reaped yet
+    while Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1][0] != "Z":
+        time.sleep(0.01)
+    (tmp_path / f"{GROUP_PREFIX}{zombie.pid}").mkdir()
     busy = tmp_path / f"{GROUP_PREFIX}999999999"  # not a pid; has a process in it
     busy.mkdir()
     (busy / "cgroup.procs").write_text("4242\n")
-    assert remove_stale_groups(tmp_path, os.getpid()) == [tmp_path / f"{GROUP_PREFIX}{dead_pid}"]
+    assert sorted(remove_stale_groups(tmp_path, os.getpid())) == sorted([
+        tmp_path / f"{GROUP_PREFIX}{dead_pid}", tmp_path / f"{GROUP_PREFIX}{zombie.pid}"])
+    zombie.wait()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([
         f"{GROUP_PREFIX}{os.getppid()}", f"{GROUP_PREFIX}{os.getpid()}", "other-group",
         f"{GROUP_PREFIX}x", busy.name])

@@ -137,13 +137,18 @@ def _write(path: Path, value: str) -> None:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie (killed, not yet reaped by its parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc: trust kill()
+    return stat[stat.rindex(")") + 2 :][:1] not in ("Z", "X")
 
 
 def remove_stale_groups(parent: Path, own_pid: int) -> list[Path]:
