@@ -23,6 +23,7 @@ directory is fsynced, so a crash leaves either the old or the new file.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -36,16 +37,23 @@ class CorruptCheckpoint(ValueError):
     """The file does not follow the checkpoint format."""
 
 
+_WRITE_LOCK = threading.Lock()
+
+
 def write_checkpoint_lines(path: Path, lines: list[str], version: int = CHECKPOINT_VERSION) -> None:
     """Atomically replace ``path`` with version, count and ``lines``."""
     path = Path(path)
     body = f"{version}\n{len(lines)}\n" + "".join(line + "\n" for line in lines)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(body)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    # Two writers of one file (a periodic task in a worker thread and the
+    # shutdown on the event loop) would share the .tmp file: one's rename
+    # would find it gone. Checkpoint writes are rare and small: one at a time.
+    with _WRITE_LOCK:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
     fsync_dir(path.parent)
 
 

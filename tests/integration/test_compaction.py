@@ -82,7 +82,11 @@ def test_100k_updates_over_1000_keys_leave_the_latest_values_then_no_tombstones(
 def test_a_consumer_from_the_beginning_during_cleaning_sees_every_latest_value(
     broker_factory, topic_name
 ):
-    broker = broker_factory(FAST_CLEANER, start=False)
+    # The swap must land while the consumer reads: an idle-cgroup worker
+    # (odradek.log.cleaner.cgroup.idle) gets no CPU while other processes on
+    # a loaded machine keep both busy, which makes that a matter of load.
+    broker = broker_factory({**FAST_CLEANER, "odradek.log.cleaner.cgroup.idle": "false"},
+                            start=False)
     broker.env = {"ODRADEK_CLEANER_STEP_DELAY_MS": "40"}
     broker.start()
     create_topic(broker.bootstrap, topic_name, 1, _compacted(**{"segment.bytes": 8000}))
