@@ -18,12 +18,11 @@ offset, and never moves back (`follower_high_watermark`).
 
 from __future__ import annotations
 
-from ..storage.leader_epoch import UNDEFINED_EPOCH
-from .epochs import EpochHistory
+from ..storage.leader_epoch import UNDEFINED_EPOCH, LeaderEpochCache
 
 
 def diverging_epoch(
-    cache: EpochHistory, log_start_offset: int, log_end_offset: int,
+    cache: LeaderEpochCache, log_start_offset: int, log_end_offset: int,
     fetch_offset: int, last_fetched_epoch: int,
 ) -> tuple[int, int] | None:
     """On the leader: None when the follower's log agrees with ours up to
@@ -44,7 +43,7 @@ def diverging_epoch(
 
 
 def truncation_offset(
-    cache: EpochHistory, log_end_offset: int, epoch: int, end_offset: int
+    cache: LeaderEpochCache, log_end_offset: int, epoch: int, end_offset: int
 ) -> int:
     """On the follower, after the leader answered that `epoch` ends at
     `end_offset` in its log: where to cut. The smaller of the leader's end of

@@ -109,7 +109,7 @@ class PartitionLeader:
         """The smallest log end offset over the maximal ISR, or None while the
         offset of a follower in it is unknown (the high watermark then stays)."""
         hw = leader_log_end_offset
-        for r in self.maximal_isr(isr):
+        for r in self.maximal_isr(isr) if self.pending_additions else isr:
             if r == self.node_id:
                 continue
             st = self.followers.get(r)

@@ -58,8 +58,8 @@ class LeaderEpochCache:
     """Epoch -> start offset entries of one partition, in memory.
 
     `flush` is called after every change; here it does nothing (the
-    replication simulator's logs hold this class), `LeaderEpochFileCache`
-    writes the checkpoint file."""
+    replication simulator's logs hold this class, and `replication/` takes it
+    for either), `LeaderEpochFileCache` writes the checkpoint file."""
 
     def __init__(self, entries: list[tuple[int, int]] | None = None) -> None:
         self._epochs: list[int] = []

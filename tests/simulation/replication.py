@@ -352,7 +352,6 @@ class ReplicationSimulation(Scheduler):
             self._send(CONTROLLER, src, "heartbeat_answer", {"corr": body["corr"],
                                                               "answer": answer})
         elif kind == "alter":
-            assert self.topic_id is not None or TOPIC in c.image.topics_by_name
             answer, records = c.control.alter_partition(
                 c.image, src, body["topic_id"], body["partition"], body["leader_epoch"],
                 body["partition_epoch"], body["isr"])

@@ -135,7 +135,9 @@ def test_groups_of_brokers_that_are_gone_are_removed_and_others_kept(
                  f"{GROUP_PREFIX}{os.getpid()}", "other-group", f"{GROUP_PREFIX}x"):
         (tmp_path / name).mkdir()
     zombie = subprocess.Popen([sys.executable, "-c", "pass"])  # exits; not reaped yet
+    deadline = time.monotonic() + 10
     while Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1][0] != "Z":
+        assert time.monotonic() < deadline, "the child never became a zombie"
         time.sleep(0.01)
     (tmp_path / f"{GROUP_PREFIX}{zombie.pid}").mkdir()
     busy = tmp_path / f"{GROUP_PREFIX}999999999"  # not a pid; has a process in it
