@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.integration.cluster_proc import ClusterProcesses, _wait
+from tests.integration.test_groups_helpers import offset_commit_v8
 from tests.integration.txn_helpers import call, read_values, txn_producer
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
@@ -68,30 +69,7 @@ def _coordinator(cluster: ClusterProcesses, key: str, key_type: int = 0) -> int:
 
 
 def _commit(bootstrap: str, group: str, topic: str, offset: int) -> int:
-    r = call(
-        bootstrap,
-        OFFSET_COMMIT,
-        8,
-        {
-            "group_id": group,
-            "generation_id_or_member_epoch": -1,
-            "member_id": "",
-            "group_instance_id": None,
-            "topics": [
-                {
-                    "name": topic,
-                    "partitions": [
-                        {
-                            "partition_index": 0,
-                            "committed_offset": offset,
-                            "committed_leader_epoch": -1,
-                            "committed_metadata": "",
-                        }
-                    ],
-                }
-            ],
-        },
-    )
+    r = call(bootstrap, OFFSET_COMMIT, 8, offset_commit_v8(group, topic, {0: offset}, ""))
     return int(r.topics[0].partitions[0].error_code.value)
 
 

@@ -137,6 +137,26 @@ def kio_call(w: Wire, api_key: int, version: int, body: dict[str, Any], corr: in
     return resp
 
 
+def offset_commit_v8(group: str, topic: str, offsets: dict[int, int],
+                     metadata: str | None = None) -> dict[str, Any]:
+    """An OffsetCommit v8 body committing `offsets` (partition -> offset) for
+    `group` without a generation (a simple consumer group's commit)."""
+    return {
+        "group_id": group,
+        "generation_id_or_member_epoch": -1,
+        "member_id": "",
+        "group_instance_id": None,
+        "topics": [{
+            "name": topic,
+            "partitions": [
+                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                 "committed_metadata": metadata}
+                for p, o in offsets.items()
+            ],
+        }],
+    }
+
+
 def values(prefix: str, n: int) -> list[bytes]:
     return [f"{prefix}-{i}".encode() for i in range(n)]
 

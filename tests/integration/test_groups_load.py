@@ -18,7 +18,12 @@ from odradek.coordinator import errors as CE
 from odradek.protocol import api
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.clients import TIMEOUT, Wire, create_topic
-from tests.integration.test_groups_helpers import ck_member, kio_call, start_group_broker
+from tests.integration.test_groups_helpers import (
+    ck_member,
+    kio_call,
+    offset_commit_v8,
+    start_group_broker,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
@@ -41,26 +46,8 @@ def loaded_broker(broker_kind, tmp_path) -> Iterator[BrokerProcess]:
 
 
 def _commit(w: Wire, topic: str, g: int) -> int:
-    body = {
-        "group_id": f"load-{g}",
-        "generation_id_or_member_epoch": -1,
-        "member_id": "",
-        "group_instance_id": None,
-        "topics": [
-            {
-                "name": topic,
-                "partitions": [
-                    {
-                        "partition_index": p,
-                        "committed_offset": expected_offset(g, p),
-                        "committed_leader_epoch": -1,
-                        "committed_metadata": None,
-                    }
-                    for p in range(PARTITIONS)
-                ],
-            }
-        ],
-    }
+    body = offset_commit_v8(f"load-{g}", topic,
+                            {p: expected_offset(g, p) for p in range(PARTITIONS)})
     resp = kio_call(w, api.ApiKey.OFFSET_COMMIT, 8, body)
     codes = {p.error_code for t in resp.topics for p in t.partitions}
     return max(codes, key=lambda c: c != 0)
