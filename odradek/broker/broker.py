@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 
 from ..config import BrokerConfig, Endpoint
 from ..coordinator.service import GroupCoordinatorService
@@ -34,7 +34,7 @@ from ..protocol.framing import (
     encode_response_frame,
     parse_request_header,
 )
-from ..protocol.guard import check_flexible_request
+from ..protocol.guard import decode_message
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
 from ..storage.log import kafka_uuid_string
@@ -589,8 +589,7 @@ class Broker:
                 return CLOSE
         try:
             request_cls = api.request_class(key, version)
-            check_flexible_request(request_cls, frame, header.body_offset)
-            request, _size = entity_reader(request_cls)(frame, header.body_offset)
+            request = decode_message(request_cls, frame, header.body_offset)
         except Exception as e:  # kio raises a variety of errors on bad bytes
             log.warning(
                 "closing %s: cannot parse %s v%d: %s", _peer(conn), api.api_name(key), version, e

@@ -15,9 +15,10 @@ import io
 import struct
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 
 from ..protocol import api, entities
+from ..protocol.guard import decode_message
 
 CLIENT_ID = b"odradek-broker"
 # A response larger than this closes the connection (a bound on memory).
@@ -100,7 +101,7 @@ class KafkaChannel:
             self.close()
             raise ChannelError(f"correlation id {got} answers {corr}")
         pos = 4 + (1 if api.response_header_version(api_key, version) >= 1 else 0)
-        response, _ = entity_reader(api.response_class(api_key, version))(frame, pos)
+        response = decode_message(api.response_class(api_key, version), frame, pos)
         return response
 
     async def forward(self, frame: bytes, body_offset: int, timeout_s: float = 30.0) -> bytes:

@@ -25,9 +25,10 @@ import sys
 import time
 from typing import Any
 
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_writer
 
 from odradek.protocol import api, entities
+from odradek.protocol.guard import decode_message
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 VERSIONS: dict[int, int] = {  # the version each request is sent in (all within odradek's ranges)
@@ -54,7 +55,7 @@ class Connection:
 
     def call(self, key: int, data: dict[str, Any]) -> Any:
         frame, pos = self.call_raw(key, data)
-        resp, _ = entity_reader(api.response_class(key, self.versions[key]))(frame, pos)
+        resp = decode_message(api.response_class(key, self.versions[key]), frame, pos)
         return resp
 
     def call_raw(self, key: int, data: dict[str, Any]) -> tuple[bytes, int]:

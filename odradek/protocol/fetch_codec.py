@@ -35,21 +35,14 @@ import struct
 import uuid
 from typing import Any
 
+from .framing import encode_uvarint
+
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _I64 = struct.Struct(">q")
 _PART_HEAD = struct.Struct(">ihqq")  # partition, error, hw, lso
 _ABORTED = struct.Struct(">qq")
 _TOP_V7 = struct.Struct(">ihi")  # throttle, error, session id
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _error(value: Any) -> int:
@@ -61,18 +54,18 @@ def _tagged_partition(p: dict[str, Any]) -> bytes:
     diverging = p.get("diverging_epoch")
     if diverging and (diverging.get("epoch", -1) != -1 or diverging.get("end_offset", -1) != -1):
         body = _I32.pack(diverging["epoch"]) + _I64.pack(diverging["end_offset"]) + b"\x00"
-        tags.append(b"\x00" + _uvarint(len(body)) + body)
+        tags.append(b"\x00" + encode_uvarint(len(body)) + body)
     leader = p.get("current_leader")
     if leader and (leader.get("leader_id", -1) != -1 or leader.get("leader_epoch", -1) != -1):
         body = _I32.pack(leader["leader_id"]) + _I32.pack(leader["leader_epoch"]) + b"\x00"
-        tags.append(b"\x01" + _uvarint(len(body)) + body)
+        tags.append(b"\x01" + encode_uvarint(len(body)) + body)
     snapshot = p.get("snapshot_id")
     if snapshot and (snapshot.get("end_offset", -1) != -1 or snapshot.get("epoch", -1) != -1):
         body = _I64.pack(snapshot["end_offset"]) + _I32.pack(snapshot["epoch"]) + b"\x00"
-        tags.append(b"\x02" + _uvarint(len(body)) + body)
+        tags.append(b"\x02" + encode_uvarint(len(body)) + body)
     if not tags:
         return b"\x00"
-    return _uvarint(len(tags)) + b"".join(tags)
+    return encode_uvarint(len(tags)) + b"".join(tags)
 
 
 def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any]) -> list[bytes]:
@@ -86,16 +79,16 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
     else:
         head += _I32.pack(throttle)
     responses = data.get("responses", ())
-    head += _uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
+    head += encode_uvarint(len(responses) + 1) if flexible else _I32.pack(len(responses))
     for topic in responses:
         if version >= 13:
             tid = topic["topic_id"]
             head += (tid if isinstance(tid, uuid.UUID) else uuid.UUID(str(tid))).bytes
         else:
             name = topic["topic"].encode()
-            head += _uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name
+            head += encode_uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name
         parts = topic["partitions"]
-        head += _uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
+        head += encode_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
         for p in parts:
             head += _PART_HEAD.pack(
                 p["partition_index"], _error(p["error_code"]), p["high_watermark"],
@@ -107,7 +100,7 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
             if aborted is None:
                 head += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                head += _uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                head += encode_uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
                 for a in aborted:
                     head += _ABORTED.pack(a["producer_id"], a["first_offset"])
                     if flexible:
@@ -118,7 +111,7 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
             if records is None:
                 head += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                head += _uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
+                head += encode_uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
                 if records:
                     chunks.append(bytes(head))
                     chunks.append(records)

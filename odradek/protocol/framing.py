@@ -57,6 +57,16 @@ def read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
             raise MalformedRequest("varint too long")
 
 
+def encode_uvarint(n: int) -> bytes:
+    """An unsigned varint (KIP-482's compact lengths and tagged fields)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
     count, pos = read_uvarint(buf, pos)
     for _ in range(count):

@@ -340,6 +340,23 @@ def test_huge_counts_inside_request_are_refused(broker, body):
     assert_broker_serves(broker.bootstrap)
 
 
+@pytest.mark.parametrize("version", [2, 3, 4])
+def test_legacy_create_topics_with_a_huge_topic_count_is_refused(broker, version):
+    """Issue 12's 88-byte request: CreateTopics in a non-flexible version whose int32
+    topic count says 2**31 - 1. kio alone reserves ~13 GB for it and aborts the process;
+    the broker must close the connection and keep serving."""
+    body = (struct.pack(">i", 0x7FFFFFFF)  # topics: int32 count
+            + struct.pack(">h", 1) + b"t" + struct.pack(">ihii", 1, 1, 0, 0)
+            + struct.pack(">i?", 1000, False))
+    with Wire(broker.bootstrap) as w:
+        w.send_request(19, version, 62, body, header_version=1)
+        t0 = time.monotonic()
+        frame = answered_or_closed(w, 10)
+        assert time.monotonic() - t0 < 10
+        assert frame is None, "a request that cannot be decoded is not answered"
+    assert_broker_serves(broker.bootstrap)
+
+
 def test_pipelined_requests_answered_in_order(broker):
     """Requests from one connection are answered in the order they came
     (DESIGN.md, and Kafka's rule), even when sent back to back."""
