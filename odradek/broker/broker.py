@@ -1,40 +1,35 @@
-"""The broker: wires the metadata quorum, the controller, the logs and the handlers.
+"""The broker: wires the metadata quorum, the controller, the logs, the
+coordinators and the request pipeline, and owns their lifecycle.
 
-`Broker.handle_frame` is the whole request path: parse the header, check the
-API and version, decode the body with kio, run the handler for the API, and
-encode the response with the header version the API version calls for.
+Requests go through `pipeline.RequestPipeline` (frame, header, route, authenticate,
+decode, authorize, handle, throttle, encode); the pipeline hands each handler this
+node as the services its API family uses (`services.py` names them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import io
 import logging
 import os
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-from kio.serial import entity_writer
+from typing import TYPE_CHECKING, Any
 
 from ..config import BrokerConfig, Endpoint
+from ..coordinator.host import CoordinatorHost
 from ..coordinator.service import GroupCoordinatorService
 from ..coordinator.transaction_service import TransactionCoordinatorService
 from ..metadata import records as R
-from ..metadata.controller import Controller
+from ..metadata.controller import Controller, NewTopic, Result
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import MetadataLogSettings, MetadataQuorum
-from ..metadata.raft_quorum import NotControllerError, RaftMetadataQuorum, raft_config
-from ..protocol import api, entities
-from ..protocol.fetch_codec import encode_fetch_response
-from ..protocol.framing import (
-    MalformedRequest,
-    encode_response_frame,
-    parse_request_header,
-)
-from ..protocol.guard import decode_message
+from ..metadata.raft_quorum import RaftMetadataQuorum, raft_config
+from ..protocol.client import ChannelError, stop_tasks
+from ..replication.leader_replication import LeaderReplication, ReplicationHost
+from ..replication.replica_manager import ReplicaManager
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
 from ..storage.log import kafka_uuid_string
@@ -47,28 +42,19 @@ from ..topic_config import (
     validate_dynamic_broker_configs,
     validate_topic_configs,
 )
-from .context import Handler, RequestContext
-from .controller_service import ControllerService
+from . import services
+from .controller_service import ControllerHost, ControllerService
 from .fetch_session import FetchSessionCache
-from .handlers import HANDLERS
-from .kafka_client import ChannelError, stop_tasks
-from .lifecycle import BrokerLifecycle
+from .handlers import admin
+from .lifecycle import BrokerLifecycle, LifecycleHost
 from .log_tasks import LogTasks
-from .metrics import BrokerMetrics
-from .network import CLOSE, KafkaConnection
-from .replica_fetcher import ReplicaFetcherManager
-from .replica_manager import ReplicaManager
-from .replication import LeaderReplication
+from .metrics import BrokerMetrics, MetricsHost
+from .network import ConnectionHost, KafkaConnection
+from .pipeline import PipelineHost, RequestPipeline
+from .replica_fetcher import FetcherHost, ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
 
-PRODUCER_ID_BLOCK_SIZE = 1000
-# Admin requests a broker-only node relays to the active controller unchanged.
-FORWARDED_TO_CONTROLLER = frozenset({
-    api.ApiKey.CREATE_TOPICS, api.ApiKey.DELETE_TOPICS, api.ApiKey.CREATE_PARTITIONS,
-    api.ApiKey.ALTER_CONFIGS, api.ApiKey.INCREMENTAL_ALTER_CONFIGS, api.ApiKey.ELECT_LEADERS,
-    api.ApiKey.ALTER_PARTITION_REASSIGNMENTS, api.ApiKey.LIST_PARTITION_REASSIGNMENTS,
-})
 # How long a starting broker waits to be unfenced before it serves its listeners anyway.
 BROKER_STARTUP_WAIT_S = 30.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
@@ -148,7 +134,6 @@ class Broker:
         # a broker-only node's next producer id block, fetched ahead
         self._next_producer_ids: tuple[int, int] | None = None
         self._producer_id_prefetch: asyncio.Task[None] | None = None
-        self.handlers: dict[int, Handler] = HANDLERS
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots")
         )
@@ -163,6 +148,9 @@ class Broker:
         self.metrics = BrokerMetrics(self)
         self.group_coordinator = GroupCoordinatorService(self)
         self.txn_coordinator = TransactionCoordinatorService(self)
+        # Every request passes the pipeline; its handlers get this node as their
+        # services, each family seeing it through its own Protocol (services.py).
+        self.pipeline = RequestPipeline(self, self)
 
     # -- configuration helpers -----------------------------------------------
 
@@ -489,6 +477,11 @@ class Broker:
             self.node_id, topic_id, partition, leader_epoch, partition_epoch, new_isr
         )
 
+    async def create_topics(self, topics: Sequence[NewTopic],
+                            validate_only: bool) -> dict[str, Result]:
+        """Create topics as CreateTopics does (the coordinators' internal topics)."""
+        return await admin.create_topics(self, topics, validate_only)
+
     # -- producer ids --------------------------------------------------------------
 
     async def ensure_producer_ids(self) -> None:
@@ -507,7 +500,7 @@ class Broker:
                 self._producer_ids, self._next_producer_ids = self._next_producer_ids, None
         nxt, end = self._producer_ids
         if (self._next_producer_ids is None and self._producer_id_prefetch is None
-                and end - nxt <= PRODUCER_ID_BLOCK_SIZE // 10):
+                and end - nxt <= R.PRODUCER_ID_BLOCK_SIZE // 10):
             self._producer_id_prefetch = asyncio.get_running_loop().create_task(
                 self._prefetch_producer_ids()
             )
@@ -531,111 +524,36 @@ class Broker:
             # The one voter: a lone voter commits inside the call.
             start = max(self.image.next_producer_id, 0)
             self.quorum.append(
-                [R.producer_ids_record(self.node_id, start + PRODUCER_ID_BLOCK_SIZE)]
+                [R.producer_ids_record(self.node_id, start + R.PRODUCER_ID_BLOCK_SIZE)]
             )
-            nxt, end = start, start + PRODUCER_ID_BLOCK_SIZE
+            nxt, end = start, start + R.PRODUCER_ID_BLOCK_SIZE
         self._producer_ids = (nxt + 1, end)
         return nxt
 
-    # -- the request path --------------------------------------------------------------
+    # -- the request path (pipeline.py) ----------------------------------------------
 
     async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any:
-        started = time.perf_counter()
-        result = await self._handle_frame(frame, conn)
-        key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
-        self.metrics.observe(key, time.perf_counter() - started, result is CLOSE)
-        return result
+        return await self.pipeline.handle(frame, conn)
 
-    async def _handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any:
-        try:
-            header = parse_request_header(frame)
-        except MalformedRequest as e:
-            log.warning("closing %s: malformed request header: %s", _peer(conn), e)
-            return CLOSE
-        key, version = header.api_key, header.api_version
-        controller_api = self.controller_service is not None and api.is_controller_api(
-            key, version
-        )
-        if not api.is_supported(key, version) and not controller_api:
-            if key == api.ApiKey.API_VERSIONS:
-                # Kafka's rule: answer in v0 with UNSUPPORTED_VERSION and our ranges,
-                # so the client can pick a version we speak.
-                body = self._encode(
-                    api.ApiKey.API_VERSIONS,
-                    0,
-                    {"error_code": 35, "api_keys": _api_version_entries()},
-                )
-                return encode_response_frame(header.correlation_id, 0, body)
-            log.warning(
-                "closing %s: unsupported request %s v%d (client %r)",
-                _peer(conn),
-                api.api_name(key),
-                version,
-                header.client_id,
-            )
-            return CLOSE
-        if (self.lifecycle is not None and key in FORWARDED_TO_CONTROLLER
-                and not self.is_active_controller):
-            if conn is not None and conn.listener in self.config.controller_listener_names:
-                # Relayed to us, a standby voter: the relaying broker moves on.
-                log.info("closing %s: %s relayed to a standby controller", _peer(conn),
-                         api.api_name(key))
-                return CLOSE
-            try:
-                return await self.lifecycle.forward(frame)
-            except ChannelError as e:
-                log.warning("closing %s: cannot forward %s to the controller: %s",
-                            _peer(conn), api.api_name(key), e)
-                return CLOSE
-        try:
-            request_cls = api.request_class(key, version)
-            request = decode_message(request_cls, frame, header.body_offset)
-        except Exception as e:  # kio raises a variety of errors on bad bytes
-            log.warning(
-                "closing %s: cannot parse %s v%d: %s", _peer(conn), api.api_name(key), version, e
-            )
-            return CLOSE
-        illegal = entities.find_illegal_null(request)
-        if illegal is not None:
-            log.warning(
-                "closing %s: %s v%d has null in non-nullable field %s",
-                _peer(conn), api.api_name(key), version, illegal,
-            )
-            return CLOSE
-        ctx = RequestContext(
-            key, version, header.correlation_id, header.client_id, conn,
-            conn.listener if conn else "",
-        )
-        handler = self.handlers[key]
-        try:
-            data = await handler(self, ctx, request)
-        except NotControllerError as e:
-            # a standby controller, or leadership lost meanwhile: the caller
-            # (a broker) reconnects and finds the active controller
-            log.info("closing %s: %s v%d: %s", _peer(conn), api.api_name(key), version, e)
-            return CLOSE
-        except Exception:
-            log.exception("handler for %s v%d failed", api.api_name(key), version)
-            return CLOSE
-        if data is None:
-            return None
-        if "throttle_time" not in data:
-            data["throttle_time"] = 0
-        if key == api.ApiKey.FETCH:
-            # file bytes go out as they were read, without a copy in Python
-            return encode_fetch_response(version, header.correlation_id, data)
-        body = self._encode(key, version, data)
-        return encode_response_frame(
-            header.correlation_id, api.response_header_version(key, version), body
-        )
+    # What the pipeline asks of its node (pipeline.PipelineHost).
 
-    @staticmethod
-    def _encode(key: int, version: int, data: dict[str, Any]) -> bytes:
-        cls = api.response_class(key, version)
-        entity = entities.build(cls, data)
-        buf = io.BytesIO()
-        entity_writer(cls)(buf, entity)
-        return buf.getvalue()
+    @property
+    def serves_controller_apis(self) -> bool:
+        return self.controller_service is not None
+
+    @property
+    def forwarder(self) -> BrokerLifecycle | None:
+        return self.lifecycle
+
+    @property
+    def controller_listener_names(self) -> frozenset[str]:
+        return frozenset(self.config.controller_listener_names)
+
+    def security_protocol(self, listener: str) -> str:
+        return self.config.security_protocol(listener)
+
+    def observe_request(self, api_key: int, seconds: float, closed: bool) -> None:
+        self.metrics.observe(api_key, seconds, closed)
 
 
 class ListenerBindError(OSError):
@@ -645,17 +563,6 @@ class ListenerBindError(OSError):
         reason = os.strerror(cause.errno) if cause.errno else str(cause)
         super().__init__(f"cannot bind listener {listener.name} to "
                          f"{listener.host}:{listener.port}: {reason}")
-
-
-def _api_version_entries() -> list[dict[str, int]]:
-    return [
-        {"api_key": k, "min_version": lo, "max_version": hi}
-        for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
-    ]
-
-
-def _peer(conn: KafkaConnection | None) -> str:
-    return conn.peer if conn else "?"
 
 
 def _find_or_make_cluster_id(log_dirs: list[Path], configured: str | None) -> str:
@@ -672,3 +579,29 @@ def _find_or_make_cluster_id(log_dirs: list[Path], configured: str | None) -> st
     if configured:
         return configured
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+if TYPE_CHECKING:
+    def _broker_plays_every_role(b: Broker) -> None:
+        """The Broker is the one object that plays every role below; mypy checks it."""
+        r0: services.AdminServices = b
+        r1: services.ClusterServices = b
+        r2: services.ConfigServices = b
+        r3: services.FetchServices = b
+        r4: services.GroupServices = b
+        r5: services.LogDirServices = b
+        r6: services.MetadataServices = b
+        r7: services.ProduceServices = b
+        r8: services.ProducerIdServices = b
+        r9: services.ReassignmentServices = b
+        r10: services.ReplicaFetchServices = b
+        r11: services.TxnServices = b
+        r12: CoordinatorHost = b
+        r13: ReplicationHost = b
+        r14: LifecycleHost = b
+        r15: ConnectionHost = b
+        r16: PipelineHost = b
+        r17: ControllerHost = b
+        r18: MetricsHost = b
+        r19: FetcherHost = b
+        del r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19

@@ -1,13 +1,28 @@
-"""What a handler knows about the request it is answering."""
+"""What a handler knows about the request it is answering.
+
+A handler is called as `handler(node, ctx, request)`: `node` is the few
+services its API family uses, typed by a small Protocol in `services.py` (never
+the Broker class), `ctx` is this RequestContext, and `request` the decoded kio
+entity. It returns the response as a dict (see protocol/entities.py), or None
+for no response (acks=0 produce).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
 
-if TYPE_CHECKING:
-    from .broker import Broker
-    from .network import KafkaConnection
+from ..security.authorizer import AllowAll, Authorizer
+from ..security.resources import (
+    ANONYMOUS,
+    AclOperation,
+    Action,
+    Principal,
+    ResourceType,
+)
+
+_ALLOW_ALL = AllowAll()
 
 
 @dataclass(slots=True)
@@ -16,11 +31,25 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
-    connection: "KafkaConnection | None"
     listener: str
+    client_host: str = "?"  # the peer's address (host only)
+    peer: str = "?"  # host:port, for log lines
+    principal: Principal = ANONYMOUS
+    security_protocol: str = "PLAINTEXT"
+    authorizer: Authorizer = field(default=_ALLOW_ALL)
+
+    def authorize(self, operation: AclOperation, resource_type: ResourceType,
+                  name: str) -> bool:
+        """May this request's principal do `operation` on the named resource?"""
+        return self.authorizer.authorize(
+            self.principal, self.client_host, [Action(operation, resource_type, name)])[0]
+
+    def authorized_names(self, operation: AclOperation, resource_type: ResourceType,
+                         names: list[str]) -> list[bool]:
+        """One answer per name, in one call to the authorizer."""
+        return self.authorizer.authorize(
+            self.principal, self.client_host,
+            [Action(operation, resource_type, n) for n in names])
 
 
-# A handler gets the broker, the context and the decoded kio request and
-# returns the response as a dict (see protocol/entities.py), or None for no
-# response (acks=0 produce).
-Handler = Callable[["Broker", RequestContext, Any], Awaitable[dict[str, Any] | None]]
+Handler = Callable[[Any, RequestContext, Any], Awaitable[dict[str, Any] | None]]

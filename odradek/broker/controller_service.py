@@ -24,18 +24,25 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..metadata import records as R
 from ..metadata.cluster_control import AlterPartitionAnswer, ClusterControl, HeartbeatAnswer
 from ..metadata.image import MetadataImage
-from ..metadata.quorum import METADATA_TOPIC
+from ..metadata.quorum import METADATA_TOPIC, MetadataQuorum
 from ..metadata.raft_quorum import NotControllerError, RaftMetadataQuorum
-from .kafka_client import stop_tasks
-from .purgatory import FetchPurgatory
+from ..protocol.client import stop_tasks
+from ..replication.node import NodeView
+from ..replication.purgatory import FetchPurgatory
 
-if TYPE_CHECKING:
-    from .broker import Broker
+
+class ControllerHost(NodeView, Protocol):
+    """What the active controller's service reads of its node."""
+
+    @property
+    def quorum(self) -> MetadataQuorum: ...
+    @property
+    def metadata_lock(self) -> asyncio.Lock: ...
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +80,7 @@ def _log_dirs_taken_offline(
 
 
 class ControllerService:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ControllerHost) -> None:
         self.broker = broker
         config = broker.config
         self.control = ClusterControl(

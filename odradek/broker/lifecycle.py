@@ -16,7 +16,7 @@ active one. A lone voter runs none of it (it is always the active controller).
   fetches that snapshot in chunks (FetchSnapshot), installs it as its log
   start and image, and fetches on from its end offset.
 * **Registration.** BrokerRegistration with a fresh incarnation id and the
-  advertised endpoints of listeners already bound (`Broker.start` binds
+  advertised endpoints of listeners already bound (`LifecycleHost.start` binds
   them before this starts; port 0 is the bound port); the controller
   answers the broker epoch. The broker stays fenced until a
   heartbeat shows it has replayed the metadata up to its registration.
@@ -48,20 +48,35 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from ..config import BrokerConfig, Endpoint
 from ..metadata.cluster_control import AlterPartitionAnswer
 from ..metadata.controller import NewTopic, Result
-from ..metadata.quorum import METADATA_TOPIC
+from ..metadata.image import MetadataImage
+from ..metadata.quorum import METADATA_TOPIC, MetadataQuorum
 from ..protocol import api
+from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
 from ..raft.log import OffsetAndEpoch
 from ..storage.log import parse_kafka_uuid
-from .kafka_client import ChannelError, KafkaChannel, stop_tasks
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from ..storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
+
+
+class LifecycleHost(Protocol):
+    """What the lifecycle asks of its node (the LifecycleHost)."""
+
+    node_id: int
+    cluster_id: str
+    config: BrokerConfig
+    quorum: MetadataQuorum
+    log_manager: LogManager
+
+    @property
+    def image(self) -> MetadataImage: ...
+    def advertised_listeners(self) -> list[Endpoint]: ...
+    def online_directory_ids(self) -> list[uuid.UUID]: ...
 
 METADATA_FETCH_MAX_WAIT_MS = 500
 METADATA_FETCH_MAX_BYTES = 8 * 1024 * 1024
@@ -78,7 +93,7 @@ UNREACHABLE_S = 2.0
 BROKER_ID_NOT_REGISTERED = 102
 
 
-def controller_addresses(broker: Broker) -> dict[int, tuple[str, int]]:
+def controller_addresses(broker: LifecycleHost) -> dict[int, tuple[str, int]]:
     """The controllers a broker may talk to, by voter id (bootstrap servers,
     whose ids are unknown, get -1, -2, ...)."""
     voters = broker.config.quorum_voters
@@ -92,7 +107,7 @@ def controller_addresses(broker: Broker) -> dict[int, tuple[str, int]]:
 
 
 class BrokerLifecycle:
-    def __init__(self, broker: Broker, observer: bool = True) -> None:
+    def __init__(self, broker: LifecycleHost, observer: bool = True) -> None:
         self.broker = broker
         self.observer = observer
         self._controllers = controller_addresses(broker)

@@ -20,16 +20,24 @@ has its own registry, so several brokers can live in one process (tests).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Iterator
+from collections.abc import Sized
+from typing import Any, Iterator, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..protocol import api
+from ..replication.replica_manager import ReplicaManager
 
-if TYPE_CHECKING:
-    from .broker import Broker
+
+class MetricsHost(Protocol):
+    """What the metrics read of their node."""
+
+    @property
+    def connections(self) -> Sized: ...
+    @property
+    def replica_manager(self) -> ReplicaManager: ...
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +45,7 @@ LATENCY_BUCKETS_S = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
 
 
 class _PartitionCollector(Collector):
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: MetricsHost) -> None:
         self.broker = broker
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -61,7 +69,7 @@ class _PartitionCollector(Collector):
 
 
 class BrokerMetrics:
-    def __init__(self, broker: "Broker") -> None:
+    def __init__(self, broker: MetricsHost) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter("odradek_requests", "Requests answered", ["api"],
                                 registry=self.registry)

@@ -17,23 +17,36 @@ import asyncio
 import collections
 import logging
 import socket
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ..protocol.framing import FrameDecoder, FrameTooLarge
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from ..security.resources import ANONYMOUS, Principal
+from .metrics import BrokerMetrics
+from .pipeline import CLOSE
 
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_FRAMES = 64
-CLOSE = object()  # a handler's answer that means: close this connection
+
+
+class ConnectionHost(Protocol):
+    """What a connection needs of its node (the Broker)."""
+
+    connections: set[KafkaConnection]
+    metrics: BrokerMetrics
+    socket_request_max_bytes: int
+
+    async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any: ...
 
 
 class KafkaConnection(asyncio.Protocol):
-    def __init__(self, broker: "Broker", listener: str) -> None:
+    def __init__(self, broker: ConnectionHost, listener: str) -> None:
         self.broker = broker
         self.listener = listener
+        # Who this connection is: PLAINTEXT connections are User:ANONYMOUS from
+        # the start; a SASL connection authenticates first (before_auth APIs only).
+        self.principal: Principal = ANONYMOUS
+        self.authenticated = True
         self.decoder = FrameDecoder(broker.socket_request_max_bytes)
         self.queue: collections.deque[bytes] = collections.deque()
         self.transport: asyncio.Transport | None = None

@@ -16,14 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..protocol import errors as E
 from ..protocol.records import BatchHeader
 from ..storage.log import PartitionLog
 from ..storage.producer_state import Duplicate, ProducerStateError
-from .handlers import errors as E
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .txn_verification import Verified
+    from ..coordinator.transaction_service import TransactionCoordinatorService
+    from ..coordinator.txn_verification import Verified
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,7 @@ class Verdict:
 
 
 def check_producer_batch(
-    broker: Broker,
+    txn_coordinator: TransactionCoordinatorService | None,
     plog: PartitionLog,
     header: BatchHeader,
     transactional_id: str | None,
@@ -60,7 +60,7 @@ def check_producer_batch(
                 f"{topic}-{partition} was being verified")))
         return None
     if header.is_transactional and transactional_id is not None:
-        coordinator = getattr(broker, "txn_coordinator", None)
+        coordinator = txn_coordinator
         if coordinator is not None:
             code = coordinator.verify_partition(
                 transactional_id, header.producer_id, header.producer_epoch, topic, partition

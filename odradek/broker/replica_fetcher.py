@@ -31,18 +31,26 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol import api
+from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
 from ..protocol.records import batch_crc_ok, iter_batch_headers
 from ..replication.follower import follower_high_watermark, truncation_offset
+from ..replication.node import ReplicaHost
+from ..replication.quota import FOLLOWER, ReplicationQuota
 from ..storage.log import PartitionLog
-from .kafka_client import ChannelError, KafkaChannel, stop_tasks
-from .replication_quota import FOLLOWER, ReplicationQuota
+from ..storage.log_manager import LogManager
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .replica_manager import Partition
+    from ..replication.replica_manager import Partition
+
+
+class FetcherHost(ReplicaHost, Protocol):
+    """What the follower's fetchers read of their node."""
+
+    @property
+    def log_manager(self) -> LogManager: ...
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +60,7 @@ NOT_LEADER_ERRORS = {6, 74, 75, 3}  # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEA
 
 
 class ReplicaFetcherManager:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: FetcherHost) -> None:
         self.broker = broker
         self.fetchers: dict[int, ReplicaFetcher] = {}
         # one follower-side throttle for all this broker's fetchers
@@ -88,7 +96,7 @@ class ReplicaFetcherManager:
 
 
 class ReplicaFetcher:
-    def __init__(self, broker: Broker, leader_id: int, quota: ReplicationQuota) -> None:
+    def __init__(self, broker: FetcherHost, leader_id: int, quota: ReplicationQuota) -> None:
         self.broker = broker
         self.leader_id = leader_id
         self.quota = quota

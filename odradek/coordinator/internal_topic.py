@@ -11,13 +11,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from ..metadata.controller import NewTopic
 from . import errors as E
-
-if TYPE_CHECKING:
-    from ..broker.broker import Broker
+from .host import CoordinatorHost
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +22,7 @@ TOPIC_ALREADY_EXISTS = 36
 
 
 async def ensure_internal_topic(
-    broker: Broker,
+    broker: CoordinatorHost,
     lock: asyncio.Lock,
     name: str,
     num_partitions: int,
@@ -42,9 +39,7 @@ async def ensure_internal_topic(
         rf = max(1, min(replication_factor, live))
         topic = NewTopic(name=name, num_partitions=num_partitions, replication_factor=rf,
                          assignments={}, configs=configs_for_rf(rf))
-        from ..broker.handlers.admin import create_topics
-
-        result = (await create_topics(broker, [topic], False))[name]
+        result = (await broker.create_topics([topic], False))[name]
         if result.error_code not in (E.NONE, TOPIC_ALREADY_EXISTS):
             log.error("cannot create %s: %s", name, result.error_message)
             return E.COORDINATOR_NOT_AVAILABLE

@@ -35,12 +35,10 @@ Append errors become the coordinator's answers through Kafka's tables
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import errors as E
-
-if TYPE_CHECKING:
-    from ..broker.broker import Broker
+from .host import PartitionHost
 
 # Append errors (the protocol guide's numbers).
 NOT_LEADER_OR_FOLLOWER = 6
@@ -107,7 +105,7 @@ def min_isr_error(part: Any) -> int:
     return E.NONE
 
 
-async def wait_replicated(broker: Broker, part: Any, timeout_ms: int, *, write: bool) -> int:
+async def wait_replicated(broker: PartitionHost, part: Any, timeout_ms: int, *, write: bool) -> int:
     """NONE once `part`'s high watermark reaches its log end offset as it is now,
     else the append error: NOT_LEADER_OR_FOLLOWER (leadership went),
     REQUEST_TIMED_OUT, or (`write` only) NOT_ENOUGH_REPLICAS_AFTER_APPEND."""

@@ -22,7 +22,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..metadata.image import MetadataImage
 from ..protocol import records as batches
@@ -31,13 +31,11 @@ from .classic import GroupLimits
 from .consumer import ConsumerConfig
 from .core import OFFSETS_TOPIC, CoordinatorConfig, GroupCoordinator, Out
 from .group_load import GroupLoad
+from .host import CoordinatorHost
 from .internal_topic import ensure_internal_topic
 from .log_replay import log_batches
 from .replicated import min_isr_error, wait_replicated
 from .txn_offsets import held_to_pending, replay_batch
-
-if TYPE_CHECKING:
-    from ..broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +47,7 @@ RECORDS_PER_BATCH = 1000
 TopicsView = dict[str, tuple[uuid.UUID, int]]
 
 
-def coordinator_config(broker: Broker) -> CoordinatorConfig:
+def coordinator_config(broker: CoordinatorHost) -> CoordinatorConfig:
     c = broker.config
     assignors = tuple(a.strip() for a in c.get("group.consumer.assignors") if a.strip())
     return CoordinatorConfig(
@@ -72,7 +70,7 @@ def coordinator_config(broker: Broker) -> CoordinatorConfig:
 
 
 class GroupCoordinatorService:
-    def __init__(self, broker: Broker, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, broker: CoordinatorHost, clock_ms: Callable[[], int] | None = None) -> None:
         self.broker = broker
         self.core = GroupCoordinator(coordinator_config(broker))
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))

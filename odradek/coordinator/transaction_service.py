@@ -38,11 +38,12 @@ import os
 import signal
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..metadata.image import MetadataImage
 from ..protocol import records as batches
 from . import errors as E
+from .host import CoordinatorHost
 from .internal_topic import ensure_internal_topic
 from .log_replay import log_batches
 from .replicated import TXN_ERRORS, mapped, min_isr_error, wait_replicated
@@ -56,9 +57,7 @@ from .transaction import (
 )
 from .transaction_log import CorruptTxnRecord, TxnLogValue, decode_key, decode_value
 from .txn_markers import RemoteMarkers, advance_high_watermark, write_markers
-
-if TYPE_CHECKING:
-    from ..broker.broker import Broker
+from .txn_verification import TxnVerifier
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +66,7 @@ TICK_MS = 100
 MAX_INIT_ATTEMPTS = 3  # InitProducerId: fence-and-abort, then bump
 
 
-def txn_config(broker: Broker) -> TxnConfig:
+def txn_config(broker: CoordinatorHost) -> TxnConfig:
     c = broker.config
     return TxnConfig(
         num_partitions=c.get("transaction.state.log.num.partitions"),
@@ -77,7 +76,7 @@ def txn_config(broker: Broker) -> TxnConfig:
 
 
 class TransactionCoordinatorService:
-    def __init__(self, broker: Broker, clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(self, broker: CoordinatorHost, clock_ms: Callable[[], int] | None = None) -> None:
         self.broker = broker
         self.core = TransactionCoordinator(txn_config(broker))
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
@@ -93,9 +92,7 @@ class TransactionCoordinatorService:
         self.write_timeout_ms: int = c.get("request.timeout.ms")
         self.crash_after_prepare = os.environ.get(CRASH_AFTER_PREPARE_ENV) == "1"
         self.remote = RemoteMarkers(broker)
-        from ..broker.txn_verification import TxnVerifier  # (imports the handlers)
-
-        self.verifier = TxnVerifier(broker)  # KIP-890 for partitions led here
+        self.verifier = TxnVerifier(broker, self.core)  # KIP-890 for partitions led here
         self._running: set[str] = set()  # transactional ids whose markers are being written
         self._tasks: set[asyncio.Task[int]] = set()
 

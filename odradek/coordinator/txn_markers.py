@@ -15,16 +15,17 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..protocol import api
 from ..protocol import records as batches
+from ..replication.node import ClusterView
+from ..replication.peers import PeerChannels, by_topic
 from ..storage.producer_state import ProducerStateError
 from . import errors as E
 from .core import OFFSETS_TOPIC
+from .host import PartitionHost
 from .replicated import min_isr_error, wait_replicated
-
-if TYPE_CHECKING:
-    from ..broker.broker import Broker
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ NOT_LEADER_OR_FOLLOWER = 6
 KAFKA_STORAGE_ERROR = 56
 
 
-def advance_high_watermark(broker: Broker, part: Any) -> None:
+def advance_high_watermark(broker: PartitionHost, part: Any) -> None:
     """After an append by the coordinator: the high watermark moves as for a
     produce (broker/replication.py when the broker replicates, else to the log
     end offset), and parked fetches are woken."""
@@ -44,7 +45,7 @@ def advance_high_watermark(broker: Broker, part: Any) -> None:
     broker.replica_manager.purgatory.notify((part.topic, part.partition))
 
 
-def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
+def write_marker(broker: PartitionHost, topic: str, partition: int, producer_id: int,
                  producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
     """Append the marker; returns a Kafka error code."""
     rm = broker.replica_manager
@@ -79,7 +80,7 @@ def write_marker(broker: Broker, topic: str, partition: int, producer_id: int,
     return E.NONE
 
 
-async def write_markers(broker: Broker, partitions: Iterable[tuple[str, int]], producer_id: int,
+async def write_markers(broker: PartitionHost, partitions: Iterable[tuple[str, int]], producer_id: int,
                         producer_epoch: int, commit: bool, coordinator_epoch: int,
                         timeout_ms: int) -> dict[tuple[str, int], int]:
     """Append the marker to each partition, then wait until the ISR has each;
@@ -106,10 +107,7 @@ COORDINATOR_NOT_AVAILABLE = 15
 class RemoteMarkers:
     """WriteTxnMarkers to the leaders of partitions this broker does not lead."""
 
-    def __init__(self, broker: Broker) -> None:
-        from ..broker.peer_channels import PeerChannels
-
-        self.broker = broker
+    def __init__(self, broker: ClusterView) -> None:
         self._peers = PeerChannels(broker, b"odradek-txn-markers")
 
     def leader_of(self, topic: str, partition: int) -> int | None:
@@ -119,9 +117,6 @@ class RemoteMarkers:
                    producer_epoch: int, commit: bool, coordinator_epoch: int
                    ) -> dict[tuple[str, int], int]:
         """An error code per partition (COORDINATOR_NOT_AVAILABLE if unreachable)."""
-        from ..broker.peer_channels import by_topic
-        from ..protocol import api
-
         resp = await self._peers.request(node_id, api.ApiKey.WRITE_TXN_MARKERS,
                                          WRITE_TXN_MARKERS_VERSION, {
             "markers": [{

@@ -61,9 +61,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..broker.kafka_client import ChannelError, KafkaChannel, stop_tasks
 from ..protocol import api
 from ..protocol import records as batches
+from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
 from ..raft import messages as M
 from ..raft.config import (
     ELECTION_BACKOFF_MAX_MS,

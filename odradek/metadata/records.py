@@ -155,6 +155,11 @@ def partition_change_record(
     return record
 
 
+# Producer ids the controller hands out per AllocateProducerIds (Kafka's
+# ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE).
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
 def producer_ids_record(broker_id: int, next_producer_id: int) -> MetadataRecord:
     return {"type": PRODUCER_IDS, "broker_id": broker_id, "next_producer_id": next_producer_id}
 

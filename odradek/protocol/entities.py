@@ -174,3 +174,42 @@ def find_illegal_null(entity: Any, path: str = "") -> str | None:
                 if found:
                     return found
     return None
+
+
+# The value a required field takes in an error answer, by Kafka type.
+_ERROR_FILL: dict[str, Any] = {
+    "bool": False, "int8": 0, "int16": 0, "int32": 0, "int64": 0, "uint16": 0,
+    "uint32": 0, "uint64": 0, "float64": 0.0, "uuid": uuid.UUID(int=0),
+    "timedelta_i32": 0, "timedelta_i64": 0, "datetime_i64": None,
+    "string": "", "bytes": b"", "records": None, "error_code": 0,
+}
+
+
+def _error_fill(cls: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {}
+    for name, _conv, nested, is_tuple, default in _plan(cls):
+        if default is not MISSING or is_tuple:
+            continue
+        if nested is not None:
+            data[name] = _error_fill(nested)
+        else:
+            kafka_type = next(f for f in fields(cls) if f.name == name).metadata["kafka_type"]
+            data[name] = _ERROR_FILL[kafka_type]
+    return data
+
+
+def has_field(cls: Any, name: str) -> bool:
+    return any(f.name == name for f in fields(cls))
+
+
+def error_response(cls: Any, code: int, message: str | None = None) -> dict[str, Any]:
+    """A whole-request error answer for response class `cls`: the top-level
+    `error_code` (and `error_message`) where the version has them, arrays empty,
+    every other required field zero. A version with no top-level error code gets
+    just the empty answer (Kafka's answer, e.g., to an unauthorized DescribeLogDirs v0-2)."""
+    data = _error_fill(cls)
+    if has_field(cls, "error_code"):
+        data["error_code"] = code
+    if message is not None and has_field(cls, "error_message"):
+        data["error_message"] = message
+    return data

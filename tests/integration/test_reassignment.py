@@ -32,7 +32,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.broker.replication_quota import BURST_S
+from odradek.replication.quota import BURST_S
 from odradek.cli.transactions import Connection
 from odradek.protocol.api import ApiKey
 from odradek.protocol.records import decode_batch_records, iter_batch_headers

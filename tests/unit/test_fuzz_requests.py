@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kio.serial import entity_writer
 
 from odradek.broker.broker import Broker
-from odradek.broker.network import CLOSE
+from odradek.broker.pipeline import CLOSE
 from odradek.config import BrokerConfig
 from odradek.protocol import api, entities
 

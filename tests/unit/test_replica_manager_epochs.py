@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.replication.replica_manager import ReplicaManager
 from odradek.metadata import records as R
 from odradek.metadata.image import MetadataImage, apply
 from odradek.storage.log_config import LogConfig

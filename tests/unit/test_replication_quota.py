@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 
-from odradek.broker.replication_quota import (
+from odradek.replication.quota import (
     ALL,
     FOLLOWER,
     LEADER,

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...metadata.controller import NewTopic, Result
-from ...protocol import api
+from ...protocol import errors as E
 from ..context import RequestContext
-from . import errors as E
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ..services import AdminServices
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
 async def create_topics(
-    broker: Broker, topics: Sequence[NewTopic], validate_only: bool
+    broker: AdminServices, topics: Sequence[NewTopic], validate_only: bool
 ) -> dict[str, Result]:
     if broker.lifecycle is not None and not broker.is_active_controller:
         # a broker-only node, or a standby voter: the active controller decides
@@ -29,7 +26,7 @@ async def create_topics(
     return results
 
 
-async def handle_create_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_create_topics(broker: AdminServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     new_topics = [
         NewTopic(
             name=t.name,
@@ -60,7 +57,7 @@ async def handle_create_topics(broker: Broker, ctx: RequestContext, req: Any) ->
     return {"topics": out}
 
 
-def _created_topic_configs(broker: Broker, image: Any, t: NewTopic) -> list[dict[str, Any]]:
+def _created_topic_configs(broker: AdminServices, image: Any, t: NewTopic) -> list[dict[str, Any]]:
     from ...topic_config import describe_topic_config
 
     overrides = {k: v for k, v in t.configs.items() if v is not None}
@@ -76,7 +73,7 @@ def _created_topic_configs(broker: Broker, image: Any, t: NewTopic) -> list[dict
     ]
 
 
-async def handle_delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_delete_topics(broker: AdminServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if ctx.api_version >= 6:
         names = [t.name for t in req.topics if t.name is not None]
         ids = [t.topic_id for t in req.topics if t.name is None]
@@ -115,7 +112,7 @@ async def handle_delete_topics(broker: Broker, ctx: RequestContext, req: Any) ->
 
 
 async def handle_create_partitions(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: AdminServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     requests = [
         (
@@ -139,7 +136,7 @@ async def handle_create_partitions(
     }
 
 
-async def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_delete_records(broker: AdminServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
     for t in req.topics:
         parts = []
@@ -173,11 +170,3 @@ async def handle_delete_records(broker: Broker, ctx: RequestContext, req: Any) -
                           "low_watermark": plog.log_start_offset, "error_code": 0})
         topics.append({"name": t.name, "partitions": parts})
     return {"topics": topics}
-
-
-HANDLERS = {
-    api.ApiKey.CREATE_TOPICS: handle_create_topics,
-    api.ApiKey.DELETE_TOPICS: handle_delete_topics,
-    api.ApiKey.CREATE_PARTITIONS: handle_create_partitions,
-    api.ApiKey.DELETE_RECORDS: handle_delete_records,
-}

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...protocol import api
 from ..context import RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ..services import NoServices
 
 
-async def handle_api_versions(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_api_versions(broker: "NoServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
     return {
         "error_code": 0,
         "api_keys": [
@@ -19,6 +17,3 @@ async def handle_api_versions(broker: "Broker", ctx: RequestContext, req: Any) -
             for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
         ],
     }
-
-
-HANDLERS = {api.ApiKey.API_VERSIONS: handle_api_versions}

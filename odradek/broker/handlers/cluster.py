@@ -19,22 +19,21 @@ Fetch has three callers, told apart as Kafka tells them apart:
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...metadata import raft_wire
+from ...metadata import records as R
 from ...metadata.quorum import METADATA_TOPIC, METADATA_TOPIC_ID
 from ...metadata.raft_quorum import NotControllerError, RaftMetadataQuorum
 from ...protocol import api
 from ...protocol.entities import ms
 from ...raft.log import OffsetAndEpoch
 from ...storage.log import kafka_uuid_string
-from ..context import Handler, RequestContext
+from ..context import RequestContext
 from ..controller_service import METADATA_KEY
+from ..services import ClusterServices
 from . import fetch as consumer_fetch
 from . import replica_fetch
-
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 NOT_CONTROLLER = 41
 INCONSISTENT_CLUSTER_ID = 104
@@ -60,17 +59,17 @@ def _is_metadata_fetch(req: Any) -> bool:
     )
 
 
-def _raft_quorum(broker: Broker) -> RaftMetadataQuorum | None:
+def _raft_quorum(broker: ClusterServices) -> RaftMetadataQuorum | None:
     quorum = broker.quorum
     return quorum if isinstance(quorum, RaftMetadataQuorum) else None
 
 
-def _is_active_controller(broker: Broker) -> bool:
+def _is_active_controller(broker: ClusterServices) -> bool:
     service = broker.controller_service
     return service is not None and service.active
 
 
-async def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if _is_metadata_fetch(req):
         raft = _raft_quorum(broker)
         if raft is not None and _replica_id(req) in raft.config.voters:
@@ -81,7 +80,7 @@ async def handle_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[st
     return await consumer_fetch.handle_fetch(broker, ctx, req)
 
 
-async def _metadata_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def _metadata_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topic = req.topics[0]
     key_field = "topic_id" if ctx.api_version >= 13 else "topic"
     key = METADATA_TOPIC_ID if ctx.api_version >= 13 else METADATA_TOPIC
@@ -138,7 +137,7 @@ async def _metadata_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict
 
 
 async def handle_broker_registration(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: ClusterServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
     if service is None or not service.active:
@@ -159,7 +158,7 @@ async def handle_broker_registration(
 
 
 async def handle_broker_heartbeat(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: ClusterServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
     if service is None or not service.active:
@@ -176,7 +175,7 @@ async def handle_broker_heartbeat(
 
 
 async def handle_alter_partition(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: ClusterServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
     if service is None or not service.active:
@@ -203,20 +202,18 @@ async def handle_alter_partition(
 
 
 async def handle_allocate_producer_ids(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: ClusterServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
     if service is None or not service.active:
         return {"error_code": NOT_CONTROLLER, "producer_id_start": -1, "producer_id_len": 0}
-    from ..broker import PRODUCER_ID_BLOCK_SIZE
-
     start, length = await service.allocate_producer_ids(int(req.broker_id),
-                                                        PRODUCER_ID_BLOCK_SIZE)
+                                                        R.PRODUCER_ID_BLOCK_SIZE)
     return {"error_code": 0, "producer_id_start": start, "producer_id_len": length}
 
 
 async def handle_assign_replicas_to_dirs(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: ClusterServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     """A broker placed replicas in log dirs (KIP-858): the controller records it."""
     service = broker.controller_service
@@ -242,7 +239,7 @@ async def handle_assign_replicas_to_dirs(
 
 
 async def handle_elect_leaders(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: ClusterServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     """ElectLeaders (KIP-460), decided by the controller (brokers relay it)."""
     election_type = int(getattr(req, "election_type", 0))
@@ -261,7 +258,7 @@ async def handle_elect_leaders(
         {"topic": t, "partition_result": parts} for t, parts in by_topic.items()]}
 
 
-async def handle_fetch_snapshot(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_fetch_snapshot(broker: ClusterServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """FetchSnapshot (KIP-630): a voter's goes to the Raft core; an observer's
     (a broker whose metadata fetch fell below the log start) is served by the
     active controller, a chunk of the snapshot file from the asked position."""
@@ -284,24 +281,9 @@ async def handle_fetch_snapshot(broker: Broker, ctx: RequestContext, req: Any) -
         0, *leader, snapshot_id, len(data), position, chunk)
 
 
-async def handle_raft_request(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_raft_request(broker: ClusterServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     """Vote, BeginQuorumEpoch, EndQuorumEpoch from another voter: the Raft core answers."""
     raft = _raft_quorum(broker)
     if raft is None:
         raise NotControllerError(-1)  # not a voter of a Raft quorum: close the connection
     return await raft.handle_request(ctx.api_key, req)
-
-
-HANDLERS: dict[int, Handler] = {
-    api.ApiKey.VOTE: handle_raft_request,
-    api.ApiKey.BEGIN_QUORUM_EPOCH: handle_raft_request,
-    api.ApiKey.END_QUORUM_EPOCH: handle_raft_request,
-    api.ApiKey.FETCH_SNAPSHOT: handle_fetch_snapshot,
-    api.ApiKey.ELECT_LEADERS: handle_elect_leaders,
-    api.ApiKey.FETCH: handle_fetch,
-    api.ApiKey.BROKER_REGISTRATION: handle_broker_registration,
-    api.ApiKey.BROKER_HEARTBEAT: handle_broker_heartbeat,
-    api.ApiKey.ALTER_PARTITION: handle_alter_partition,
-    api.ApiKey.ALLOCATE_PRODUCER_IDS: handle_allocate_producer_ids,
-    api.ApiKey.ASSIGN_REPLICAS_TO_DIRS: handle_assign_replicas_to_dirs,
-}

@@ -1,22 +1,19 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics and brokers.
 
-Broker resources take only the dynamic keys (`DYNAMIC_BROKER_CONFIGS`: the
+ConfigServices resources take only the dynamic keys (`DYNAMIC_BROKER_CONFIGS`: the
 replication throttle rates), per broker id or for every broker (name "");
 they are ConfigRecords like a topic's, and brokers read them from the image.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...metadata import records as R
-from ...protocol import api
+from ...protocol import errors as E
 from ...topic_config import describe_broker_config, describe_topic_config
 from ..context import RequestContext
-from . import errors as E
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ..services import ConfigServices
 
 
 def _entry(e: Any, include_synonyms: bool, include_docs: bool) -> dict[str, Any]:
@@ -38,7 +35,7 @@ def _entry(e: Any, include_synonyms: bool, include_docs: bool) -> dict[str, Any]
 
 
 async def handle_describe_configs(
-    broker: "Broker", ctx: RequestContext, req: Any
+    broker: "ConfigServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     image = broker.image
     include_synonyms = getattr(req, "include_synonyms", False)
@@ -84,7 +81,7 @@ async def handle_describe_configs(
 
 
 async def handle_incremental_alter_configs(
-    broker: "Broker", ctx: RequestContext, req: Any
+    broker: "ConfigServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     resources = [
         (r.resource_type, r.resource_name,
@@ -99,7 +96,7 @@ async def handle_incremental_alter_configs(
     return {"responses": _responses(resources, results)}
 
 
-async def handle_alter_configs(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_alter_configs(broker: "ConfigServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
     resources = [
         (r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
         for r in req.resources
@@ -118,10 +115,3 @@ def _responses(resources: list[Any], results: list[Any]) -> list[dict[str, Any]]
          "resource_type": rtype, "resource_name": rname}
         for (rtype, rname, _), res in zip(resources, results)
     ]
-
-
-HANDLERS = {
-    api.ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
-    api.ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
-    api.ApiKey.ALTER_CONFIGS: handle_alter_configs,
-}

@@ -15,7 +15,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ...protocol import api
+from ...protocol import errors as E
 from ...protocol.entities import ms
 from ...protocol.records import iter_batch_headers
 from ...storage.log import OffsetOutOfRange
@@ -27,11 +27,10 @@ from ..fetch_session import (
     SessionError,
     SessionPartition,
 )
-from . import errors as E
+from ..services import FetchServices
 
 if TYPE_CHECKING:
-    from ..broker import Broker
-    from ..replica_manager import Partition
+    from ...replication.replica_manager import Partition
 
 ZERO_UUID = uuid.UUID(int=0)
 MAX_WAIT_CAP_MS = 60_000  # a bound on how long one fetch may park
@@ -73,7 +72,7 @@ def _request_partitions(req: Any, use_ids: bool) -> list[SessionPartition]:
     return out
 
 
-async def handle_fetch(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_fetch(broker: "FetchServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
     use_ids = version >= 13
     session_id = getattr(req, "session_id", 0)
@@ -260,7 +259,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 
 
-async def handle_list_offsets(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_list_offsets(broker: "FetchServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
     rm = broker.replica_manager
     topics = []
     for t in req.topics:
@@ -316,7 +315,7 @@ async def handle_list_offsets(broker: "Broker", ctx: RequestContext, req: Any) -
 
 
 async def handle_offset_for_leader_epoch(
-    broker: "Broker", ctx: RequestContext, req: Any
+    broker: "FetchServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     rm = broker.replica_manager
     topics = []
@@ -346,10 +345,3 @@ async def handle_offset_for_leader_epoch(
             parts.append(entry)
         topics.append({"topic": t.topic, "partitions": parts})
     return {"topics": topics}
-
-
-HANDLERS = {
-    api.ApiKey.FETCH: handle_fetch,
-    api.ApiKey.LIST_OFFSETS: handle_list_offsets,
-    api.ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
-}

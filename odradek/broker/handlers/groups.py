@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...coordinator import errors as CE
 from ...coordinator.classic import JoinRequest, SyncRequest, join_error, sync_error
@@ -25,13 +25,10 @@ from ...coordinator.core import OFFSETS_TOPIC, OffsetCommit, Out
 from ...coordinator.replicated import GROUP_ERRORS, OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.service import GroupCoordinatorService
 from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
-from ...protocol import api
+from ...protocol import errors as E
 from ..context import RequestContext
-from . import errors as E
+from ..services import GroupServices
 from .metadata import brokers_for
-
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
@@ -39,18 +36,17 @@ ZERO_UUID = uuid.UUID(int=0)
 MAX_WAIT_SLACK_S = 5.0  # a parked request is answered at most this long after its own timeout
 
 
-def _service(broker: Broker) -> GroupCoordinatorService:
+def _service(broker: GroupServices) -> GroupCoordinatorService:
     service: GroupCoordinatorService | None = getattr(broker, "group_coordinator", None)
     assert service is not None, "the broker wires the group coordinator in start()"
     return service
 
 
 def _client_host(ctx: RequestContext) -> str:
-    peer = ctx.connection.peer if ctx.connection else "?"
-    return "/" + peer.rsplit(":", 1)[0]
+    return "/" + ctx.client_host
 
 
-async def _ready(broker: Broker) -> GroupCoordinatorService:
+async def _ready(broker: GroupServices) -> GroupCoordinatorService:
     service = _service(broker)
     await service.ensure_offsets_topic()
     return service
@@ -67,7 +63,7 @@ async def _replicated(
 # -- FindCoordinator ----------------------------------------------------------------------
 
 
-async def handle_find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_find_coordinator(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
     keys = list(req.coordinator_keys) if ctx.api_version >= 4 else [req.key]
     results = []
@@ -132,7 +128,7 @@ async def _wait(
         return on_timeout
 
 
-async def handle_join_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_join_group(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     session_ms = _ms(req.session_timeout)
     rebalance_ms = _ms(req.rebalance_timeout) if ctx.api_version >= 1 else session_ms
@@ -175,7 +171,7 @@ def _join_out(resp: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
     return resp
 
 
-async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_sync_group(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     sr = SyncRequest(
         member_id=req.member_id,
@@ -211,7 +207,7 @@ async def handle_sync_group(broker: Broker, ctx: RequestContext, req: Any) -> di
     return resp
 
 
-async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_heartbeat(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     code = service.core.heartbeat(
         req.group_id,
@@ -223,7 +219,7 @@ async def handle_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> dic
     return {"error_code": code}
 
 
-async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_leave_group(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
@@ -250,7 +246,7 @@ async def handle_leave_group(broker: Broker, ctx: RequestContext, req: Any) -> d
 # -- OffsetCommit / OffsetFetch / OffsetDelete ------------------------------------------------------
 
 
-async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_offset_commit(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     image = broker.image
     by_id = ctx.api_version >= 10
@@ -314,7 +310,7 @@ async def handle_offset_commit(broker: Broker, ctx: RequestContext, req: Any) ->
 
 
 async def _fetch_group(
-    broker: Broker,
+    broker: GroupServices,
     service: GroupCoordinatorService,
     group_id: str,
     topics: Any,
@@ -373,7 +369,7 @@ async def _fetch_group(
     return code, out
 
 
-async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_offset_fetch(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     by_id = ctx.api_version >= 10
     if ctx.api_version >= 8:
@@ -421,7 +417,7 @@ async def handle_offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> 
     return {"topics": topics, "error_code": code}
 
 
-async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_offset_delete(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
     out = Out()
@@ -454,7 +450,7 @@ async def handle_offset_delete(broker: Broker, ctx: RequestContext, req: Any) ->
 # -- DescribeGroups / ListGroups / DeleteGroups ---------------------------------------------------
 
 
-async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_describe_groups(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     groups = []
     for group_id in req.groups:
@@ -466,7 +462,7 @@ async def handle_describe_groups(broker: Broker, ctx: RequestContext, req: Any) 
     return {"groups": groups}
 
 
-async def handle_list_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_list_groups(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = _service(broker)
     states = {s.lower() for s in getattr(req, "states_filter", ())}
     types = {t.lower() for t in getattr(req, "types_filter", ())}
@@ -479,7 +475,7 @@ async def handle_list_groups(broker: Broker, ctx: RequestContext, req: Any) -> d
     return {"error_code": E.NONE, "groups": groups}
 
 
-async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_delete_groups(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     out = Out()
     results = [
@@ -499,7 +495,7 @@ async def handle_delete_groups(broker: Broker, ctx: RequestContext, req: Any) ->
 
 
 async def handle_consumer_group_heartbeat(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: GroupServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = await _ready(broker)
     if not req.group_id:
@@ -542,7 +538,7 @@ async def handle_consumer_group_heartbeat(
 
 
 async def handle_consumer_group_describe(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: GroupServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = await _ready(broker)
     image = broker.image
@@ -558,20 +554,3 @@ def _ms(value: Any) -> int:
     from ...protocol.entities import ms
 
     return ms(value)
-
-
-HANDLERS = {
-    api.ApiKey.FIND_COORDINATOR: handle_find_coordinator,
-    api.ApiKey.JOIN_GROUP: handle_join_group,
-    api.ApiKey.SYNC_GROUP: handle_sync_group,
-    api.ApiKey.HEARTBEAT: handle_heartbeat,
-    api.ApiKey.LEAVE_GROUP: handle_leave_group,
-    api.ApiKey.OFFSET_COMMIT: handle_offset_commit,
-    api.ApiKey.OFFSET_FETCH: handle_offset_fetch,
-    api.ApiKey.OFFSET_DELETE: handle_offset_delete,
-    api.ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
-    api.ApiKey.LIST_GROUPS: handle_list_groups,
-    api.ApiKey.DELETE_GROUPS: handle_delete_groups,
-    api.ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
-    api.ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
-}

@@ -3,17 +3,14 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...protocol import api
 from ..context import RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ..services import LogDirServices
 
 
 async def handle_describe_log_dirs(
-    broker: "Broker", ctx: RequestContext, req: Any
+    broker: "LogDirServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     rm = broker.replica_manager
     wanted: set[tuple[str, int]] | None = None
@@ -53,6 +50,3 @@ async def handle_describe_log_dirs(
             }
         )
     return {"error_code": 0, "results": results}
-
-
-HANDLERS = {api.ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs}

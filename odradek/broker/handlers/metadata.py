@@ -3,18 +3,15 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...metadata import directories as D
 from ...metadata.controller import NewTopic, validate_topic_name
 from ...metadata.image import MetadataImage, PartitionImage, TopicImage
-from ...protocol import api
+from ...protocol import errors as E
 from ..context import RequestContext
-from . import errors as E
+from ..services import MetadataServices
 from .admin import create_topics
-
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -91,7 +88,7 @@ def error_topic(name: str | None, code: int, topic_id: uuid.UUID = ZERO_UUID) ->
     }
 
 
-async def handle_metadata(broker: "Broker", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
     image = broker.image
     version = ctx.api_version
     requested = req.topics
@@ -151,7 +148,7 @@ async def handle_metadata(broker: "Broker", ctx: RequestContext, req: Any) -> di
 
 
 async def handle_describe_cluster(
-    broker: "Broker", ctx: RequestContext, req: Any
+    broker: "MetadataServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     endpoint_type = getattr(req, "endpoint_type", 1)
     if endpoint_type not in (1,):
@@ -176,7 +173,7 @@ async def handle_describe_cluster(
 
 
 async def handle_describe_topic_partitions(
-    broker: "Broker", ctx: RequestContext, req: Any
+    broker: "MetadataServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     image = broker.image
     limit = max(1, min(req.response_partition_limit, 2000))
@@ -208,10 +205,3 @@ async def handle_describe_topic_partitions(
         if next_cursor is not None:
             break
     return {"topics": out, "next_cursor": next_cursor}
-
-
-HANDLERS = {
-    api.ApiKey.METADATA: handle_metadata,
-    api.ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
-    api.ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
-}

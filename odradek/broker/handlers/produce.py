@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...protocol import api
+from ...protocol import errors as E
 from ...protocol.entities import ms
 from ...protocol.record_scan import keyless_record_indexes
 from ...protocol.records import BatchHeader, InvalidRecords, validate_produce_records
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
 from ..producer_checks import check_producer_batch
-from . import errors as E
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ..services import ProduceServices
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +94,7 @@ def _keyless_record_error(
     return answer
 
 
-async def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any) -> dict[str, Any] | None:
     acks = req.acks
     rm = broker.replica_manager
     node_id = broker.node_id
@@ -173,7 +170,7 @@ async def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> dict[
             if headers[0].producer_id >= 0:
                 # Idempotence, fencing and KIP-890 verification (broker/producer_checks.py).
                 verdict = check_producer_batch(
-                    broker, plog, headers[0], req.transactional_id, name, index,
+                    broker.txn_coordinator, plog, headers[0], req.transactional_id, name, index,
                     verified.get((name, index)),
                 )
                 if verdict is not None:
@@ -232,6 +229,3 @@ async def handle_produce(broker: Broker, ctx: RequestContext, req: Any) -> dict[
     if acks == 0:
         return None
     return {"responses": responses}
-
-
-HANDLERS = {api.ApiKey.PRODUCE: handle_produce}

@@ -9,22 +9,19 @@ producer id and bumps its epoch.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ...protocol import api
+from ...protocol import errors as E
+from ...protocol.client import ChannelError
 from ..context import RequestContext
-from ..kafka_client import ChannelError
-from . import errors as E
+from ..services import ProducerIdServices
 from .txn import init_transactional_producer_id
-
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 MAX_EPOCH = 32767
 
 
 async def handle_init_producer_id(
-    broker: "Broker", ctx: RequestContext, req: Any
+    broker: "ProducerIdServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     if req.transactional_id is not None:
         return await init_transactional_producer_id(broker, req)
@@ -43,6 +40,3 @@ async def handle_init_producer_id(
                     "producer_epoch": -1}
         new_id = broker.next_producer_id()
     return {"error_code": 0, "producer_id": new_id, "producer_epoch": 0}
-
-
-HANDLERS = {api.ApiKey.INIT_PRODUCER_ID: handle_init_producer_id}

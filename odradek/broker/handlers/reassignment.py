@@ -9,21 +9,18 @@ clients poll ListPartitionReassignments, as kafka-reassign-partitions.sh does.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...metadata import reassignment
 from ...metadata.image import MetadataImage
-from ...protocol import api
 from ..context import RequestContext
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ..services import ReassignmentServices
 
 NOT_CONTROLLER = 41
 
 
 async def handle_alter_partition_reassignments(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: ReassignmentServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     service = broker.controller_service
     base = {"throttle_time": 0, "error_message": None}
@@ -64,7 +61,7 @@ async def handle_alter_partition_reassignments(
 
 
 async def handle_list_partition_reassignments(
-    broker: Broker, ctx: RequestContext, req: Any
+    broker: ReassignmentServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     base = {"throttle_time": 0, "error_message": None}
     service = broker.controller_service
@@ -95,9 +92,3 @@ async def handle_list_partition_reassignments(
             for name, parts in found
         ],
     }
-
-
-HANDLERS = {
-    api.ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
-    api.ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
-}

@@ -24,16 +24,14 @@ transaction markers as records and never read it.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ...protocol import errors as E
 from ...protocol.entities import ms
 from ...replication.follower import diverging_epoch
 from ...storage.log import OffsetOutOfRange
 from ..context import RequestContext
-from . import errors as E
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ..services import ReplicaFetchServices
 
 MAX_WAIT_CAP_MS = 30_000
 
@@ -48,7 +46,7 @@ def _answer(index: int, code: int, **extra: Any) -> dict[str, Any]:
     return out
 
 
-def _read(broker: Broker, replica_id: int, topic: str, p: Any,
+def _read(broker: ReplicaFetchServices, replica_id: int, topic: str, p: Any,
           budget: int) -> tuple[dict[str, Any], int, bool]:
     """(answer, bytes, had_error)"""
     rm = broker.replica_manager
@@ -104,7 +102,7 @@ def _read(broker: Broker, replica_id: int, topic: str, p: Any,
 
 
 async def handle_follower_fetch(
-    broker: Broker, ctx: RequestContext, req: Any, replica_id: int
+    broker: ReplicaFetchServices, ctx: RequestContext, req: Any, replica_id: int
 ) -> dict[str, Any]:
     use_ids = ctx.api_version >= 13
     image = broker.image

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...coordinator.core import OFFSETS_TOPIC
 from ...coordinator.records import OffsetValue, offset_key, offset_value
@@ -20,17 +20,15 @@ from ...coordinator.replicated import OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.transaction import TxnOut
 from ...coordinator.transaction_service import TransactionCoordinatorService
 from ...coordinator.txn_markers import advance_high_watermark, write_markers
-from ...protocol import api
+from ...protocol import errors as E
 from ...protocol import records as batches
 from ...protocol.entities import ms
-from ..context import Handler, RequestContext
-from . import errors as E
-
-if TYPE_CHECKING:
-    from ..broker import Broker
+from ...security.resources import CLUSTER_NAME, AclOperation, ResourceType
+from ..context import RequestContext
+from ..services import TxnServices
 
 
-def _service(broker: Broker) -> TransactionCoordinatorService:
+def _service(broker: TxnServices) -> TransactionCoordinatorService:
     service: TransactionCoordinatorService | None = getattr(broker, "txn_coordinator", None)
     assert service is not None, "the broker wires the transaction coordinator in start()"
     return service
@@ -40,7 +38,7 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-async def init_transactional_producer_id(broker: Broker, req: Any) -> dict[str, Any]:
+async def init_transactional_producer_id(broker: TxnServices, req: Any) -> dict[str, Any]:
     service = _service(broker)
     code, pid, epoch = await service.init_producer_id(
         req.transactional_id, ms(req.transaction_timeout),
@@ -51,7 +49,7 @@ async def init_transactional_producer_id(broker: Broker, req: Any) -> dict[str, 
 # -- AddPartitionsToTxn -------------------------------------------------------------------
 
 
-async def _add_partitions(broker: Broker, tid: str, pid: int, epoch: int, topics: Any,
+async def _add_partitions(broker: TxnServices, tid: str, pid: int, epoch: int, topics: Any,
                     verify_only: bool) -> list[dict[str, Any]]:
     service = _service(broker)
     wanted = [(t.name, p) for t in topics for p in t.partitions]
@@ -84,7 +82,7 @@ async def _add_partitions(broker: Broker, tid: str, pid: int, epoch: int, topics
     return [{"name": t, "results_by_partition": parts} for t, parts in by_topic.items()]
 
 
-async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any
+async def handle_add_partitions_to_txn(broker: TxnServices, ctx: RequestContext, req: Any
                                        ) -> dict[str, Any]:
     await _service(broker).ensure_topic()
     if ctx.api_version <= 3:
@@ -107,7 +105,7 @@ async def handle_add_partitions_to_txn(broker: Broker, ctx: RequestContext, req:
 # -- AddOffsetsToTxn / TxnOffsetCommit -------------------------------------------------------
 
 
-async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any
+async def handle_add_offsets_to_txn(broker: TxnServices, ctx: RequestContext, req: Any
                                     ) -> dict[str, Any]:
     service = _service(broker)
     groups = broker.group_coordinator
@@ -124,7 +122,7 @@ async def handle_add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: An
     return {"error_code": code}
 
 
-async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
+async def handle_txn_offset_commit(broker: TxnServices, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
     groups = broker.group_coordinator
     await groups.ensure_offsets_topic()
@@ -183,7 +181,7 @@ async def handle_txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any
     return {"topics": results}
 
 
-def _append_txn_offsets(broker: Broker, partition: int, pid: int, epoch: int,
+def _append_txn_offsets(broker: TxnServices, partition: int, pid: int, epoch: int,
                         records: list[batches.Record]) -> bool:
     part = broker.replica_manager.get(OFFSETS_TOPIC, partition)
     if part is None:
@@ -202,7 +200,7 @@ def _append_txn_offsets(broker: Broker, partition: int, pid: int, epoch: int,
 # -- EndTxn / WriteTxnMarkers ----------------------------------------------------------------
 
 
-async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_end_txn(broker: TxnServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = _service(broker)
     out = TxnOut()
     code = service.write_refused(req.transactional_id)
@@ -214,16 +212,23 @@ async def handle_end_txn(broker: Broker, ctx: RequestContext, req: Any) -> dict[
     return {"error_code": code}
 
 
-async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
+async def handle_write_txn_markers(broker: TxnServices, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
     # Kafka appends markers with acks=-1 and request.timeout.ms.
     timeout_ms: int = broker.config.get("request.timeout.ms")
+    # Only brokers write markers: CLUSTER_ACTION, answered per partition (the
+    # response has no top-level error code).
+    allowed = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     markers = []
     for m in req.markers:
-        codes = await write_markers(
-            broker, [(t.name, p) for t in m.topics for p in t.partition_indexes],
-            m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
-            timeout_ms)
+        if not allowed:
+            codes = {(t.name, p): E.CLUSTER_AUTHORIZATION_FAILED
+                     for t in m.topics for p in t.partition_indexes}
+        else:
+            codes = await write_markers(
+                broker, [(t.name, p) for t in m.topics for p in t.partition_indexes],
+                m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
+                timeout_ms)
         topics = [
             {"name": t.name,
              "partitions": [{"partition_index": p, "error_code": codes[(t.name, p)]}
@@ -237,7 +242,7 @@ async def handle_write_txn_markers(broker: Broker, ctx: RequestContext, req: Any
 # -- admin ----------------------------------------------------------------------------------
 
 
-async def handle_describe_producers(broker: Broker, ctx: RequestContext, req: Any
+async def handle_describe_producers(broker: TxnServices, ctx: RequestContext, req: Any
                                     ) -> dict[str, Any]:
     topics = []
     for t in req.topics:
@@ -263,7 +268,7 @@ async def handle_describe_producers(broker: Broker, ctx: RequestContext, req: An
     return {"topics": topics}
 
 
-async def handle_describe_transactions(broker: Broker, ctx: RequestContext, req: Any
+async def handle_describe_transactions(broker: TxnServices, ctx: RequestContext, req: Any
                                        ) -> dict[str, Any]:
     core = _service(broker).core
     states = []
@@ -290,7 +295,7 @@ KNOWN_STATES = {"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCo
                 "CompleteAbort", "PrepareEpochFence", "Dead"}
 
 
-async def handle_list_transactions(broker: Broker, ctx: RequestContext, req: Any
+async def handle_list_transactions(broker: TxnServices, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
     core = _service(broker).core
     filters = set(req.state_filters)
@@ -314,15 +319,3 @@ async def handle_list_transactions(broker: Broker, ctx: RequestContext, req: Any
             for t in txns
         ],
     }
-
-
-HANDLERS: dict[int, Handler] = {
-    api.ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
-    api.ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
-    api.ApiKey.END_TXN: handle_end_txn,
-    api.ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
-    api.ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
-    api.ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
-    api.ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
-    api.ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
-}

@@ -10,12 +10,10 @@ closed first).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .kafka_client import ChannelError, KafkaChannel
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from ..protocol.client import ChannelError, KafkaChannel
+from .node import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +29,7 @@ def by_topic(partitions: list[tuple[str, int]]) -> dict[str, list[int]]:
 
 
 class PeerChannels:
-    def __init__(self, broker: Broker, client_id: bytes) -> None:
+    def __init__(self, broker: ClusterView, client_id: bytes) -> None:
         self.broker = broker
         self.client_id = client_id
         self._channels: dict[int, tuple[tuple[str, int], KafkaChannel]] = {}

@@ -17,8 +17,8 @@ from typing import Any
 
 from kio.serial import entity_writer
 
-from ..protocol import api, entities
-from ..protocol.guard import decode_message
+from . import api, entities
+from .guard import decode_message
 
 CLIENT_ID = b"odradek-broker"
 # A response larger than this closes the connection (a bound on memory).

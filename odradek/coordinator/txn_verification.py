@@ -27,16 +27,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..protocol import api
+from ..protocol import errors as E
 from ..protocol.records import InvalidRecords, parse_batch_header
+from ..replication.node import ReplicaHost
+from ..replication.peers import PeerChannels, by_topic
 from ..storage.log import PartitionLog
-from .handlers import errors as E
-from .peer_channels import PeerChannels, by_topic
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .transaction import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +60,13 @@ class Verified:
     token: object | None = None  # from the producer state when error_code is NONE
 
 
+class VerifierHost(ReplicaHost, Protocol):
+    """What the produce path's transaction verification reads of its node."""
+
 class TxnVerifier:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: VerifierHost, core: TransactionCoordinator) -> None:
         self.broker = broker
+        self.core = core  # this node's transaction coordinator
         self._peers = PeerChannels(broker, b"odradek-txn-verification")
 
     def close(self) -> None:
@@ -75,7 +78,7 @@ class TxnVerifier:
         tid = req.transactional_id
         if not tid:
             return {}
-        core = self.broker.txn_coordinator.core
+        core = self.core
         if core.coordinator_error(tid) == E.NONE:
             return {}  # this broker is the coordinator: producer_checks asks it
         rm = self.broker.replica_manager

@@ -22,22 +22,29 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
-from ..replication.leader import (
+from ..protocol import errors as E
+from ..protocol.client import stop_tasks
+from .leader import (
     PartitionLeader,
     acks_all_outcome,
     isr_answer_applies,
     may_join_isr,
 )
-from .handlers import errors as E
-from .kafka_client import stop_tasks
+from .node import ReplicaHost
 from .purgatory import FetchPurgatory
-from .replication_quota import LEADER, ReplicationQuota
+from .quota import LEADER, ReplicationQuota
 
 if TYPE_CHECKING:
-    from .broker import Broker
     from .replica_manager import Partition
+
+
+class ReplicationHost(ReplicaHost, Protocol):
+    """What leader-side replication needs of its node (the Broker wires it)."""
+
+    async def alter_partition(self, topic_id: str, partition: int, leader_epoch: int,
+                              partition_epoch: int, new_isr: list[int]) -> Any: ...
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +56,7 @@ def now_ms() -> int:
 
 
 class LeaderReplication:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ReplicationHost) -> None:
         self.broker = broker
         self.node_id = broker.node_id
         self.followers: dict[TopicPartition, PartitionLeader] = {}

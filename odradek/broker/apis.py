@@ -1,0 +1,211 @@
+"""The API table: for every API a node answers, what the request pipeline needs.
+
+One line per API: its handler, the authorizations Kafka's `KafkaApis` /
+`ControllerApis` perform for it (resource type, operation, and where in the
+request the resource's name comes from), whether a broker-only node relays it
+to the active controller, whether it is a controller-listener API (KRaft and
+the broker lifecycle; never offered in ApiVersions), and whether it may run
+before a SASL connection has authenticated. Adding an API or an ACL check is a
+line here; `tests/unit/test_api_table.py` walks the table.
+
+Checks marked `REQUEST` are made by the pipeline itself before the handler
+runs (a failure answers the whole request with the API's authorization error);
+`RESOURCE` checks are made by the handler per resource in the request (topics,
+groups, transactional ids), because Kafka answers those per resource (and
+hides unauthorized topics from Metadata).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from ..protocol import api
+from ..security.resources import AclOperation as Op
+from ..security.resources import ResourceType as Res
+from .context import Handler
+from .handlers import (
+    admin,
+    api_versions,
+    cluster,
+    configs,
+    groups,
+    log_dirs,
+    metadata,
+    produce,
+    producer_id,
+    reassignment,
+    txn,
+)
+from .handlers import fetch as fetch_handlers
+
+K = api.ApiKey
+
+
+class Scope(Enum):
+    REQUEST = "request"  # checked once by the pipeline, before the handler
+    RESOURCE = "resource"  # checked per resource by the handler
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    resource_type: Res
+    operation: Op
+    scope: Scope
+    source: str  # where the resource name comes from ("kafka-cluster" for CLUSTER)
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    key: int
+    handler: Handler
+    checks: tuple[Check, ...] = ()
+    forwarded: bool = False  # a broker-only node relays it to the active controller
+    controller: bool = False  # served on controller listeners (KRaft, broker lifecycle)
+    before_auth: bool = False  # may run before SASL authentication completes
+
+    @property
+    def name(self) -> str:
+        return api.api_name(self.key)
+
+
+def _cluster(op: Op) -> Check:
+    return Check(Res.CLUSTER, op, Scope.REQUEST, "kafka-cluster")
+
+
+def _topic(op: Op, source: str) -> Check:
+    return Check(Res.TOPIC, op, Scope.RESOURCE, source)
+
+
+def _group(op: Op, source: str) -> Check:
+    return Check(Res.GROUP, op, Scope.RESOURCE, source)
+
+
+def _txn_id(op: Op, source: str = "transactional_id") -> Check:
+    return Check(Res.TRANSACTIONAL_ID, op, Scope.RESOURCE, source)
+
+
+CLUSTER_ACTION = (_cluster(Op.CLUSTER_ACTION),)
+
+API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
+    # -- produce and fetch ----------------------------------------------------------------
+    ApiSpec(K.PRODUCE, produce.handle_produce, (
+        _txn_id(Op.WRITE), _topic(Op.WRITE, "topic_data[].name"))),
+    # consumers: READ on each topic; followers (replica_id >= 0): CLUSTER_ACTION
+    ApiSpec(K.FETCH, cluster.handle_fetch, (
+        _topic(Op.READ, "topics[].topic"),
+        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "replica_id >= 0"))),
+    ApiSpec(K.LIST_OFFSETS, fetch_handlers.handle_list_offsets, (
+        _topic(Op.DESCRIBE, "topics[].name"),)),
+    ApiSpec(K.OFFSET_FOR_LEADER_EPOCH, fetch_handlers.handle_offset_for_leader_epoch, (
+        _topic(Op.DESCRIBE, "topics[].topic"),
+        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "replica_id >= 0"))),
+    # -- metadata -------------------------------------------------------------------------
+    ApiSpec(K.METADATA, metadata.handle_metadata, (
+        _topic(Op.DESCRIBE, "topics[].name (unauthorized topics are hidden)"),
+        Check(Res.CLUSTER, Op.CREATE, Scope.RESOURCE, "allow_auto_topic_creation"),
+        _topic(Op.CREATE, "allow_auto_topic_creation"))),
+    ApiSpec(K.API_VERSIONS, api_versions.handle_api_versions, before_auth=True),
+    ApiSpec(K.DESCRIBE_CLUSTER, metadata.handle_describe_cluster, (
+        _cluster(Op.DESCRIBE),)),
+    ApiSpec(K.DESCRIBE_TOPIC_PARTITIONS, metadata.handle_describe_topic_partitions, (
+        _topic(Op.DESCRIBE, "topics[].name"),)),
+    # -- topics and configs (admin) -------------------------------------------------------
+    ApiSpec(K.CREATE_TOPICS, admin.handle_create_topics, (
+        Check(Res.CLUSTER, Op.CREATE, Scope.RESOURCE, "topics[].name, else TOPIC CREATE"),
+        _topic(Op.CREATE, "topics[].name"),
+        _topic(Op.DESCRIBE_CONFIGS, "topics[].name (configs in the answer)")),
+        forwarded=True),
+    ApiSpec(K.DELETE_TOPICS, admin.handle_delete_topics, (
+        _topic(Op.DELETE, "topics[].name"),), forwarded=True),
+    ApiSpec(K.CREATE_PARTITIONS, admin.handle_create_partitions, (
+        _topic(Op.ALTER, "topics[].name"),), forwarded=True),
+    ApiSpec(K.DELETE_RECORDS, admin.handle_delete_records, (
+        _topic(Op.DELETE, "topics[].name"),)),
+    ApiSpec(K.DESCRIBE_CONFIGS, configs.handle_describe_configs, (
+        _topic(Op.DESCRIBE_CONFIGS, "resources[] of type TOPIC"),
+        Check(Res.CLUSTER, Op.DESCRIBE_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"))),
+    ApiSpec(K.ALTER_CONFIGS, configs.handle_alter_configs, (
+        _topic(Op.ALTER_CONFIGS, "resources[] of type TOPIC"),
+        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER")),
+        forwarded=True),
+    ApiSpec(K.INCREMENTAL_ALTER_CONFIGS, configs.handle_incremental_alter_configs, (
+        _topic(Op.ALTER_CONFIGS, "resources[] of type TOPIC"),
+        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER")),
+        forwarded=True),
+    ApiSpec(K.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs, (
+        _cluster(Op.DESCRIBE),)),
+    ApiSpec(K.ELECT_LEADERS, cluster.handle_elect_leaders, (
+        _cluster(Op.ALTER),), forwarded=True),
+    ApiSpec(K.ALTER_PARTITION_REASSIGNMENTS, reassignment.handle_alter_partition_reassignments,
+            (_cluster(Op.ALTER),), forwarded=True),
+    ApiSpec(K.LIST_PARTITION_REASSIGNMENTS, reassignment.handle_list_partition_reassignments,
+            (_cluster(Op.DESCRIBE),), forwarded=True),
+    # -- consumer groups ------------------------------------------------------------------
+    ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
+        _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),
+        _txn_id(Op.DESCRIBE, "coordinator_keys[] (key_type 1)"))),
+    ApiSpec(K.JOIN_GROUP, groups.handle_join_group, (_group(Op.READ, "group_id"),)),
+    ApiSpec(K.SYNC_GROUP, groups.handle_sync_group, (_group(Op.READ, "group_id"),)),
+    ApiSpec(K.HEARTBEAT, groups.handle_heartbeat, (_group(Op.READ, "group_id"),)),
+    ApiSpec(K.LEAVE_GROUP, groups.handle_leave_group, (_group(Op.READ, "group_id"),)),
+    ApiSpec(K.OFFSET_COMMIT, groups.handle_offset_commit, (
+        _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].name"))),
+    ApiSpec(K.OFFSET_FETCH, groups.handle_offset_fetch, (
+        _group(Op.DESCRIBE, "group_id / groups[].group_id"),
+        _topic(Op.DESCRIBE, "topics[].name (unauthorized topics are left out)"))),
+    ApiSpec(K.OFFSET_DELETE, groups.handle_offset_delete, (
+        _group(Op.DELETE, "group_id"), _topic(Op.READ, "topics[].name"))),
+    ApiSpec(K.DESCRIBE_GROUPS, groups.handle_describe_groups, (
+        _group(Op.DESCRIBE, "groups[]"),)),
+    ApiSpec(K.LIST_GROUPS, groups.handle_list_groups, (
+        Check(Res.CLUSTER, Op.DESCRIBE, Scope.RESOURCE, "all groups, else per GROUP DESCRIBE"),
+        _group(Op.DESCRIBE, "each listed group"))),
+    ApiSpec(K.DELETE_GROUPS, groups.handle_delete_groups, (
+        _group(Op.DELETE, "groups_names[]"),)),
+    ApiSpec(K.CONSUMER_GROUP_HEARTBEAT, groups.handle_consumer_group_heartbeat, (
+        _group(Op.READ, "group_id"), _topic(Op.DESCRIBE, "subscribed_topic_names[]"))),
+    ApiSpec(K.CONSUMER_GROUP_DESCRIBE, groups.handle_consumer_group_describe, (
+        _group(Op.DESCRIBE, "group_ids[]"),)),
+    # -- producers and transactions -------------------------------------------------------
+    ApiSpec(K.INIT_PRODUCER_ID, producer_id.handle_init_producer_id, (
+        _txn_id(Op.WRITE),
+        Check(Res.CLUSTER, Op.IDEMPOTENT_WRITE, Scope.RESOURCE,
+              "no transactional_id, else WRITE on any topic"))),
+    ApiSpec(K.ADD_PARTITIONS_TO_TXN, txn.handle_add_partitions_to_txn, (
+        _txn_id(Op.WRITE, "transactional_id / transactions[].transactional_id"),
+        _topic(Op.WRITE, "topics[].name"),
+        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "v4+ verify-only batches"))),
+    ApiSpec(K.ADD_OFFSETS_TO_TXN, txn.handle_add_offsets_to_txn, (
+        _txn_id(Op.WRITE), _group(Op.READ, "group_id"))),
+    ApiSpec(K.END_TXN, txn.handle_end_txn, (_txn_id(Op.WRITE),)),
+    # CLUSTER_ACTION, answered per partition by the handler (no top-level error code)
+    ApiSpec(K.WRITE_TXN_MARKERS, txn.handle_write_txn_markers, (
+        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "the whole request"),)),
+    ApiSpec(K.TXN_OFFSET_COMMIT, txn.handle_txn_offset_commit, (
+        _txn_id(Op.WRITE), _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].name"))),
+    ApiSpec(K.DESCRIBE_PRODUCERS, txn.handle_describe_producers, (
+        _topic(Op.READ, "topics[].name"),)),
+    ApiSpec(K.DESCRIBE_TRANSACTIONS, txn.handle_describe_transactions, (
+        _txn_id(Op.DESCRIBE, "transactional_ids[]"),)),
+    ApiSpec(K.LIST_TRANSACTIONS, txn.handle_list_transactions, (
+        _txn_id(Op.DESCRIBE, "each listed transactional id"),)),
+    # -- controller listeners: KRaft and the broker lifecycle ----------------------------
+    ApiSpec(K.VOTE, cluster.handle_raft_request, CLUSTER_ACTION, controller=True),
+    ApiSpec(K.BEGIN_QUORUM_EPOCH, cluster.handle_raft_request, CLUSTER_ACTION,
+            controller=True),
+    ApiSpec(K.END_QUORUM_EPOCH, cluster.handle_raft_request, CLUSTER_ACTION, controller=True),
+    ApiSpec(K.FETCH_SNAPSHOT, cluster.handle_fetch_snapshot, CLUSTER_ACTION, controller=True),
+    ApiSpec(K.ALTER_PARTITION, cluster.handle_alter_partition, CLUSTER_ACTION,
+            controller=True),
+    ApiSpec(K.BROKER_REGISTRATION, cluster.handle_broker_registration, CLUSTER_ACTION,
+            controller=True),
+    ApiSpec(K.BROKER_HEARTBEAT, cluster.handle_broker_heartbeat, CLUSTER_ACTION,
+            controller=True),
+    ApiSpec(K.ALLOCATE_PRODUCER_IDS, cluster.handle_allocate_producer_ids, CLUSTER_ACTION,
+            controller=True),
+    ApiSpec(K.ASSIGN_REPLICAS_TO_DIRS, cluster.handle_assign_replicas_to_dirs,
+            CLUSTER_ACTION, controller=True),
+)}
+
+FORWARDED_TO_CONTROLLER = frozenset(k for k, s in API_TABLE.items() if s.forwarded)

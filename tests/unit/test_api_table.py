@@ -1,0 +1,202 @@
+"""The API table (broker/apis.py) and the pipeline's use of it.
+
+The table is the one place an API is declared; these tests walk it: every API
+we offer has exactly one line, and every cluster-level (REQUEST-scoped) check
+is enforced by the pipeline before the handler runs — with an authorizer that
+denies, each such API of each version answers CLUSTER_AUTHORIZATION_FAILED (31)
+and its handler never runs; with one that allows, the pipeline asks exactly
+the table's checks and the handler runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import io
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+import pytest
+from kio.serial import entity_writer
+
+from odradek.broker.apis import API_TABLE, FORWARDED_TO_CONTROLLER, ApiSpec, Scope
+from odradek.broker.pipeline import CLOSE, RequestPipeline
+from odradek.protocol import api
+from odradek.protocol.guard import decode_message
+from odradek.security.resources import (
+    CLUSTER_NAME,
+    Action,
+    AclOperation,
+    Principal,
+    ResourceType,
+)
+from tests.fuzz.samples import sample
+
+K = api.ApiKey
+
+
+def test_every_offered_api_has_one_line_and_every_line_is_offered():
+    offered = set(api.SUPPORTED_VERSIONS) | set(api.CONTROLLER_VERSIONS)
+    assert set(API_TABLE) == offered
+    for key, spec in API_TABLE.items():
+        assert spec.key == key
+        assert inspect.iscoroutinefunction(spec.handler), spec.name
+        # controller-listener APIs are never offered to clients in ApiVersions
+        assert spec.controller == (key not in api.SUPPORTED_VERSIONS), spec.name
+
+
+def test_forwarded_apis_are_kafkas_admin_apis():
+    assert FORWARDED_TO_CONTROLLER == {
+        K.CREATE_TOPICS, K.DELETE_TOPICS, K.CREATE_PARTITIONS, K.ALTER_CONFIGS,
+        K.INCREMENTAL_ALTER_CONFIGS, K.ELECT_LEADERS, K.ALTER_PARTITION_REASSIGNMENTS,
+        K.LIST_PARTITION_REASSIGNMENTS,
+    }
+    assert all(not API_TABLE[k].controller for k in FORWARDED_TO_CONTROLLER)
+
+
+def test_only_api_versions_runs_before_authentication():
+    # SaslHandshake and SaslAuthenticate join it when SASL lands (issue 12)
+    assert [s.key for s in API_TABLE.values() if s.before_auth] == [K.API_VERSIONS]
+
+
+def test_every_api_but_api_versions_authorizes_something():
+    for spec in API_TABLE.values():
+        if spec.key != K.API_VERSIONS:
+            assert spec.checks, f"{spec.name} declares no authorization"
+        for check in spec.checks:
+            if check.scope is Scope.REQUEST:  # the pipeline checks these by name
+                assert check.resource_type is ResourceType.CLUSTER, spec.name
+
+
+# -- the pipeline against the table ------------------------------------------------------
+
+
+@dataclass
+class Recording:
+    """An authorizer that answers `allow` and keeps what it was asked."""
+
+    allow: bool
+    asked: list[Action] = field(default_factory=list)
+
+    def authorize(self, principal: Principal, host: str,
+                  actions: Sequence[Action]) -> list[bool]:
+        self.asked.extend(actions)
+        return [self.allow] * len(actions)
+
+
+class Host:
+    serves_controller_apis = True
+    forwarder = None
+    is_active_controller = True
+    controller_listener_names = frozenset({"CONTROLLER"})
+
+    def security_protocol(self, listener: str) -> str:
+        return "PLAINTEXT"
+
+    def observe_request(self, api_key: int, seconds: float, closed: bool) -> None:
+        pass
+
+
+@dataclass
+class Conn:
+    peer: str = "10.0.0.7:5555"
+    listener: str = "PLAINTEXT"
+    principal: Principal = field(default_factory=lambda: Principal("User", "mallory"))
+    authenticated: bool = True
+
+
+def _frame(key: int, version: int, correlation_id: int) -> bytes:
+    header = struct.pack(">hhih", key, version, correlation_id, 4) + b"test"
+    if api.request_header_version(key, version) >= 2:
+        header += b"\x00"
+    cls = api.request_class(key, version)
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, sample(cls))
+    return header + buf.getvalue()
+
+
+def _response(key: int, version: int, frame: bytes) -> Any:
+    size, _corr = struct.unpack_from(">ii", frame, 0)
+    assert size == len(frame) - 4
+    pos = 8 + (1 if api.response_header_version(key, version) >= 1 else 0)
+    return decode_message(api.response_class(key, version), frame, pos)
+
+
+def _cluster_checked() -> list[tuple[ApiSpec, int]]:
+    out = []
+    for spec in API_TABLE.values():
+        if any(c.scope is Scope.REQUEST for c in spec.checks):
+            lo, hi = api.SUPPORTED_VERSIONS.get(spec.key) or api.CONTROLLER_VERSIONS[spec.key]
+            out.extend((spec, v) for v in range(lo, hi + 1))
+    return out
+
+
+def _ran(calls: list[int]) -> Any:
+    async def handler(node: Any, ctx: Any, request: Any) -> dict[str, Any]:
+        calls.append(ctx.api_key)
+        return None  # no answer: the pipeline sends none
+    return handler
+
+
+@pytest.mark.parametrize(("spec", "version"), _cluster_checked(),
+                         ids=lambda x: x.name if isinstance(x, ApiSpec) else f"v{x}")
+def test_a_principal_without_the_cluster_permission_is_refused(spec: ApiSpec, version: int):
+    calls: list[int] = []
+    table = {spec.key: replace(spec, handler=_ran(calls))}
+    denier = Recording(allow=False)
+    pipeline = RequestPipeline(Host(), None, authorizer=denier, table=table)
+    answer = asyncio.run(pipeline.handle(_frame(spec.key, version, 77), Conn()))
+    assert calls == []  # the handler never ran
+    wanted = [c for c in spec.checks if c.scope is Scope.REQUEST]
+    assert denier.asked[:1] == [Action(wanted[0].operation, ResourceType.CLUSTER, CLUSTER_NAME)]
+    response = _response(spec.key, version, answer)
+    if hasattr(response, "error_code"):
+        assert response.error_code.value == 31  # CLUSTER_AUTHORIZATION_FAILED
+    else:  # e.g. DescribeLogDirs v0-2: Kafka answers with no results
+        lists = [getattr(response, f.name) for f in fields(response)
+                 if isinstance(getattr(response, f.name), tuple)]
+        assert lists and all(v == () for v in lists)
+
+
+@pytest.mark.parametrize("key", [K.DESCRIBE_CLUSTER, K.DESCRIBE_LOG_DIRS, K.ELECT_LEADERS,
+                                 K.BROKER_HEARTBEAT])
+def test_a_principal_with_the_permission_reaches_the_handler(key: int):
+    spec = API_TABLE[key]
+    calls: list[int] = []
+    allower = Recording(allow=True)
+    pipeline = RequestPipeline(Host(), None, authorizer=allower,
+                               table={key: replace(spec, handler=_ran(calls))})
+    version = (api.SUPPORTED_VERSIONS.get(key) or api.CONTROLLER_VERSIONS[key])[1]
+    asyncio.run(pipeline.handle(_frame(key, version, 5), Conn()))
+    assert calls == [key]
+    assert allower.asked == [Action(c.operation, ResourceType.CLUSTER, CLUSTER_NAME)
+                             for c in spec.checks if c.scope is Scope.REQUEST]
+
+
+def test_an_unauthenticated_connection_gets_only_before_auth_apis():
+    calls: list[int] = []
+    table = {k: replace(s, handler=_ran(calls)) for k, s in API_TABLE.items()}
+    pipeline = RequestPipeline(Host(), None, table=table)
+    conn = Conn(authenticated=False)
+    assert asyncio.run(pipeline.handle(_frame(K.METADATA, 12, 1), conn)) is CLOSE
+    assert calls == []
+    asyncio.run(pipeline.handle(_frame(K.API_VERSIONS, 3, 2), conn))
+    assert calls == [K.API_VERSIONS]
+
+
+def test_the_context_carries_the_connections_principal_and_host():
+    seen: list[Any] = []
+
+    async def handler(node: Any, ctx: Any, request: Any) -> dict[str, Any]:
+        seen.append(ctx)
+        return None
+
+    spec = replace(API_TABLE[K.DESCRIBE_CLUSTER], handler=handler)
+    pipeline = RequestPipeline(Host(), None, table={K.DESCRIBE_CLUSTER: spec})
+    asyncio.run(pipeline.handle(_frame(K.DESCRIBE_CLUSTER, 0, 3), Conn()))
+    (ctx,) = seen
+    assert (str(ctx.principal), ctx.client_host, ctx.peer, ctx.listener, ctx.client_id) == (
+        "User:mallory", "10.0.0.7", "10.0.0.7:5555", "PLAINTEXT", "test")
+    assert ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, "t")  # AllowAll
