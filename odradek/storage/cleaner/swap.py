@@ -35,6 +35,9 @@ At load (``complete_interrupted_swaps``, before the segments are listed):
 
 Every state a crash can leave is therefore either the old segments or the
 cleaned one, never a mix that loses or duplicates an offset.
+
+``swap_in`` works on a LocalLog (storage/local_log.py, the segment list);
+storage/log.py calls ``complete_interrupted_swaps`` when it opens a log.
 """
 
 from __future__ import annotations
@@ -43,16 +46,13 @@ import logging
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from odradek.protocol.records import BATCH_OVERHEAD, iter_batch_headers, parse_batch_header
 from odradek.storage.checkpoint import fsync_dir
 from odradek.storage.cleaner.segment_io import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX
 from odradek.storage.cleaner.task import CleanedGroup
-
-if TYPE_CHECKING:
-    from odradek.storage.log import PartitionLog
-    from odradek.storage.segment import LogSegment
+from odradek.storage.local_log import LocalLog
+from odradek.storage.segment import LogSegment
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def discard(dir: Path, group: CleanedGroup) -> None:
 
 
 def swap_in(
-    plog: PartitionLog,
+    plog: LocalLog,
     old: list[LogSegment],
     group: CleanedGroup,
     now_ms: int,
@@ -99,8 +99,6 @@ def swap_in(
 ) -> LogSegment:
     """Steps 3 and 4 for a decided swap; the caller has checked that ``old`` are
     still the log's segments. Returns the new segment (already in the log)."""
-    from odradek.storage.segment import LogSegment
-
     dir = plog.dir
     for segment in old:
         paths = segment.rename_to_deleted()
