@@ -191,14 +191,7 @@ class LocalLog:
             self._bases.pop()
         else:
             active.on_become_inactive()
-        segment = LogSegment.create(
-            self.dir,
-            base,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_bytes=self.config.segment_index_bytes,
-            now_ms=self._clock_ms(),
-            segment_jitter_ms=self.config.segment_jitter_ms,
-        )
+        segment = self._new_segment(base)
         self._segments.append(segment)
         self._bases.append(base)
         self.log_end_offset = max(self.log_end_offset, base)
@@ -209,6 +202,17 @@ class LocalLog:
             else:
                 self.flush()
         return segment
+
+    def _new_segment(self, base: int) -> LogSegment:
+        """A new, empty, active segment at ``base`` with this log's index settings."""
+        return LogSegment.create(
+            self.dir,
+            base,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_bytes=self.config.segment_index_bytes,
+            now_ms=self._clock_ms(),
+            segment_jitter_ms=self.config.segment_jitter_ms,
+        )
 
     # -- flushing ------------------------------------------------------------------------------------
     def _flush_due(self, now_ms: int) -> bool:

@@ -10,10 +10,7 @@ Directory layout
     00000000000000012345.log ...
     partition.metadata
 
-``partition.metadata`` is Kafka's text file, ASCII, two lines::
-
-    version: 0
-    topic_id: <topic id as Kafka prints a Uuid: 16 bytes, base64url, no padding>
+``partition.metadata``: Kafka's text file (format: storage/log_loader.py).
 
 Theory of operation
 -------------------
@@ -25,12 +22,10 @@ Theory of operation
   epochs, roll when the active segment asks for it, write, and hand every batch
   with a producer id to the producer state (storage/producer_log.py).
 * Reads come from one segment per call, like Kafka's, in whole batches.
-* On open, the trailing segments (the last one, plus any empty ones before it
-  and the last non-empty one) are recovered: every batch is CRC-checked, a torn
-  or corrupt tail is truncated at the last valid batch and the indexes rebuilt.
-  Older segments only get their indexes rebuilt if a file is missing or fails a
-  sanity check. ``recovery_point`` and ``log_start_offset`` are not yet
-  checkpointed by this module (their owners persist them).
+* ``open`` takes the segments, recovered where needed, from
+  storage/log_loader.py (Kafka's LogLoader), then rebuilds the producer state.
+  ``recovery_point`` and ``log_start_offset`` are not checkpointed by this
+  module (their owners, the log manager's checkpoint files, persist them).
 * Not thread-safe: one event loop (or one caller at a time) owns a log.
 
 Invariant: ``log_start_offset <= high_watermark <= log_end_offset``.
@@ -38,9 +33,6 @@ Invariant: ``log_start_offset <= high_watermark <= log_end_offset``.
 
 from __future__ import annotations
 
-import base64
-import logging
-import os
 import shutil
 import uuid
 from bisect import bisect_right
@@ -50,8 +42,6 @@ from pathlib import Path
 
 from odradek.protocol.records import BatchHeader, assign_offsets
 from odradek.storage import producer_log
-from odradek.storage.cleaner.swap import complete_interrupted_swaps
-from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.local_log import (
     KAFKA_STORAGE_ERROR,
     LONG_MAX,
@@ -64,27 +54,26 @@ from odradek.storage.local_log import (
     wall_clock_ms,
 )
 from odradek.storage.log_config import LogConfig
-from odradek.storage.producer_state import ProducerStateManager
-from odradek.storage.segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    segment_file_name,
+from odradek.storage.log_loader import (
+    PARTITION_METADATA_FILE,
+    InconsistentTopicId,
+    kafka_uuid_string,
+    load_segments,
+    log_dir_name,
+    parse_kafka_uuid,
+    read_partition_metadata,
+    write_partition_metadata,
 )
-from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
-
-_log = logging.getLogger(__name__)
-PARTITION_METADATA_FILE = "partition.metadata"
-_ORPHAN_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
-_DELETED_SUFFIX = DELETED_SUFFIX
+from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.segment import LogSegment
+from odradek.storage.txn_index import AbortedTxn
 
 # Re-exported: callers import the log's errors and helpers from here.
 __all__ = [
     "KAFKA_STORAGE_ERROR",
     "LONG_MAX",
     "NO_TIMESTAMP",
+    "PARTITION_METADATA_FILE",
     "AppendInfo",
     "FetchDataInfo",
     "FlushScheduler",
@@ -101,27 +90,6 @@ __all__ = [
     "wall_clock_ms",
     "write_partition_metadata",
 ]
-
-
-def kafka_uuid_string(value: uuid.UUID) -> str:
-    """Kafka's ``Uuid.toString``: base64url of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode("ascii")
-
-
-def parse_kafka_uuid(text: str) -> uuid.UUID:
-    padded = text.strip() + "=" * (-len(text.strip()) % 4)
-    raw = base64.urlsafe_b64decode(padded)
-    if len(raw) != 16:
-        raise ValueError(f"not a Kafka Uuid: {text!r}")
-    return uuid.UUID(bytes=raw)
-
-
-def log_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-class InconsistentTopicId(Exception):
-    """partition.metadata names another topic id than the one the caller expects."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,32 +112,6 @@ class FetchDataInfo:
     records: bytes  # whole batches, file bytes; may be b""
     segment_base_offset: int = -1  # where the bytes came from (for sendfile), -1 if none
     position: int = -1  # byte position of records[0] inside that segment's .log
-
-
-def write_partition_metadata(dir: Path, topic_id: uuid.UUID) -> None:
-    text = f"version: 0\ntopic_id: {kafka_uuid_string(topic_id)}\n"
-    tmp = dir / (PARTITION_METADATA_FILE + ".tmp")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, dir / PARTITION_METADATA_FILE)
-
-
-def read_partition_metadata(dir: Path) -> uuid.UUID | None:
-    path = dir / PARTITION_METADATA_FILE
-    try:
-        text = path.read_text(encoding="ascii")
-    except FileNotFoundError:
-        return None
-    fields = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(":")
-        if sep:
-            fields[key.strip()] = value.strip()
-    if fields.get("version") != "0" or "topic_id" not in fields:
-        raise ValueError(f"malformed {path}: {text!r}")
-    return parse_kafka_uuid(fields["topic_id"])
 
 
 class PartitionLog(LocalLog):
@@ -203,84 +145,23 @@ class PartitionLog(LocalLog):
         and every later segment are removed. ``recovery_point=None`` (no
         checkpoint known) recovers the trailing segments only.
         """
-        dir = Path(dir)
-        dir.mkdir(parents=True, exist_ok=True)
-        stored_id = read_partition_metadata(dir)
-        if stored_id is not None and topic_id is not None and stored_id != topic_id:
-            raise InconsistentTopicId(
-                f"{dir}: partition.metadata has topic id {kafka_uuid_string(stored_id)}, "
-                f"expected {kafka_uuid_string(topic_id)}"
-            )
-        if stored_id is None and topic_id is not None:
-            write_partition_metadata(dir, topic_id)
-        now_ms = clock_ms()
-        for action in complete_interrupted_swaps(dir):
-            _log.info("%s: %s", dir, action)
-        bases = _segment_bases(dir)
-        epoch_cache = LeaderEpochFileCache.load(dir)
-        recover_from = _first_segment_to_recover(dir, bases, recovery_point, had_clean_shutdown)
-        segments: list[LogSegment] = []
-        truncated = 0
-        for i, base in enumerate(bases):
-            active = i == len(bases) - 1
-            recover = i >= recover_from
-            if recover and i == recover_from:
-                # The scan re-learns the epochs of everything it reads.
-                epoch_cache.truncate_from_end(base)
-            segment = LogSegment.open(
-                dir,
-                base,
-                index_interval_bytes=config.index_interval_bytes,
-                max_index_bytes=config.segment_index_bytes,
-                now_ms=now_ms,
-                active=active,
-                recover=recover,
-                segment_jitter_ms=config.segment_jitter_ms,
-                on_batch=_epoch_learner(epoch_cache) if recover else None,
-            )
-            truncated += segment.recovery_truncated_bytes
-            segments.append(segment)
-            if segment.recovery_truncated_bytes and not active:
-                # Kafka's rule: nothing after a corrupt batch can be trusted.
-                for later in bases[i + 1 :]:
-                    _delete_segment_files(dir, later)
-                if not segment.active:
-                    segment.offset_index.make_writable(config.segment_index_bytes)
-                    segment.time_index.make_writable(config.segment_index_bytes)
-                    segment.active = True
-                break
-        if not segments:
-            segments.append(
-                LogSegment.create(
-                    dir,
-                    0 if log_start_offset is None else max(0, log_start_offset),
-                    index_interval_bytes=config.index_interval_bytes,
-                    max_index_bytes=config.segment_index_bytes,
-                    now_ms=now_ms,
-                    segment_jitter_ms=config.segment_jitter_ms,
-                )
-            )
-        log = cls(dir, topic, partition, config, topic_id, clock_ms, segments, epoch_cache)
-        log.truncated_on_load_bytes = truncated
-        leo = log.log_end_offset
-        if log_start_offset is not None:
-            log.log_start_offset = min(max(log_start_offset, segments[0].base_offset), leo)
-        if had_clean_shutdown and truncated == 0:
-            log.recovery_point = leo
-        elif recovery_point is not None:
-            log.recovery_point = min(max(recovery_point, 0), leo)
-        else:
-            log.recovery_point = segments[recover_from].base_offset if recover_from < len(
-                segments) else leo
+        loaded = load_segments(
+            Path(dir),
+            config,
+            topic_id,
+            clock_ms(),
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            had_clean_shutdown=had_clean_shutdown,
+        )
+        log = cls(Path(dir), topic, partition, config, topic_id, clock_ms, loaded.segments,
+                  loaded.leader_epoch_cache)
+        log.truncated_on_load_bytes = loaded.truncated_bytes
+        log.log_start_offset = loaded.log_start_offset
+        log.recovery_point = loaded.recovery_point
         if high_watermark is not None:
             log.set_high_watermark(high_watermark)
-        epoch_cache.truncate_from_end(leo)
-        if not epoch_cache.entries and leo > log.log_start_offset:
-            first = segments[0].first_batch_header()
-            if first is not None and first.partition_leader_epoch >= 0:
-                epoch_cache.assign(first.partition_leader_epoch, log.log_start_offset)
-        epoch_cache.truncate_from_start(log.log_start_offset)
-        producer_log.load(log, had_clean_shutdown and truncated == 0)
+        producer_log.load(log, loaded.clean)
         return log
 
     # -- properties ------------------------------------------------------------------------------
@@ -477,14 +358,7 @@ class PartitionLog(LocalLog):
         """Delete every segment and start empty at ``offset``."""
         for segment in self._segments:
             segment.delete()
-        segment = LogSegment.create(
-            self.dir,
-            offset,
-            index_interval_bytes=self.config.index_interval_bytes,
-            max_index_bytes=self.config.segment_index_bytes,
-            now_ms=self._clock_ms(),
-            segment_jitter_ms=self.config.segment_jitter_ms,
-        )
+        segment = self._new_segment(offset)
         self._segments = [segment]
         self._bases = [offset]
         self.log_end_offset = offset
@@ -529,54 +403,3 @@ class PartitionLog(LocalLog):
 
 
 
-def _first_segment_to_recover(
-    dir: Path, bases: list[int], recovery_point: int | None, had_clean_shutdown: bool
-) -> int:
-    """Index of the first segment to CRC-check on open (len(bases): none)."""
-    if had_clean_shutdown or not bases:
-        return len(bases)
-    if recovery_point is not None:
-        return max(0, bisect_right(bases, recovery_point) - 1)
-    # No checkpoint: recover back to the last non-empty segment (a crash just
-    # after a roll leaves the previous segment's tail as unflushed as the new one).
-    i = len(bases) - 1
-    while i > 0 and (dir / segment_file_name(bases[i], LOG_SUFFIX)).stat().st_size == 0:
-        i -= 1
-    return i
-
-
-def _epoch_learner(cache: LeaderEpochFileCache) -> Callable[[BatchHeader], None]:
-    def learn(header: BatchHeader) -> None:
-        epoch = header.partition_leader_epoch
-        if epoch > cache.latest_epoch():
-            cache.assign(epoch, header.base_offset)
-
-    return learn
-
-
-def _delete_segment_files(dir: Path, base: int) -> None:
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
-        (dir / segment_file_name(base, suffix)).unlink(missing_ok=True)
-
-
-def _segment_bases(dir: Path) -> list[int]:
-    """Base offsets of the segments in ``dir``; removes orphaned index files and
-    leftovers of interrupted deletions."""
-    bases: set[int] = set()
-    orphans: list[Path] = []
-    for entry in os.scandir(dir):
-        name = entry.name
-        if name.endswith(_DELETED_SUFFIX):
-            os.unlink(entry.path)
-            continue
-        stem, _, suffix = name.partition(".")
-        if len(stem) != 20 or not stem.isdigit():
-            continue
-        if "." + suffix == LOG_SUFFIX:
-            bases.add(int(stem))
-        elif "." + suffix in _ORPHAN_SUFFIXES:
-            orphans.append(Path(entry.path))
-    for path in orphans:
-        if int(path.name[:20]) not in bases:
-            path.unlink(missing_ok=True)
-    return sorted(bases)
