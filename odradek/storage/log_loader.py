@@ -2,7 +2,7 @@
 
 Kafka's ``LogLoader``. ``load_segments`` checks ``partition.metadata`` against the
 topic id, finishes or undoes what a crash left of a cleaning
-(storage/cleaner/swap.py), removes leftovers of interrupted deletions and
+(storage/swap_files.py), removes leftovers of interrupted deletions and
 orphaned indexes, opens every segment and CRC-checks those that may hold
 offsets past the recovery point, re-learning leader epochs as it scans. What it
 returns is what ``PartitionLog.open`` (storage/log.py) builds a log from.
@@ -20,7 +20,7 @@ that segment and every later segment are removed. With no checkpoint the
 trailing segments (the last one, plus any empty ones before it and the last
 non-empty one) are recovered.
 
-Imports: storage segment, leader_epoch, log_config, cleaner.swap. Knows nothing
+Imports: storage segment, leader_epoch, log_config, swap_files (never the cleaner). Knows nothing
 of PartitionLog.
 """
 
@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.protocol.records import BatchHeader
-from odradek.storage.cleaner.swap import complete_interrupted_swaps
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
 from odradek.storage.segment import (
@@ -47,6 +46,7 @@ from odradek.storage.segment import (
     LogSegment,
     segment_file_name,
 )
+from odradek.storage.swap_files import complete_interrupted_swaps
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX
 
 _log = logging.getLogger(__name__)
