@@ -51,6 +51,7 @@ from odradek.broker_config_defs import (
 )
 from odradek.configdef import ConfigError, closest, format_value
 from odradek.storage.log_config import LogConfig
+from odradek.topic_config_defs import TOPIC_CONFIGS
 
 __all__ = [
     "BROKER_CONFIGS",
@@ -714,11 +715,9 @@ def _resolve_node_id(values: dict[str, object], originals: Mapping[str, str]) ->
 
 
 def _unknown_key(key: str) -> ConfigError:
-    from odradek import topic_config  # local import: topic_config imports this module
-
     hint = closest(key, [*BROKER_CONFIGS, *IGNORED_KAFKA_CONFIGS])
-    if key in topic_config.TOPIC_CONFIGS:
-        synonyms = topic_config.TOPIC_CONFIGS[key].broker_synonyms
+    if key in TOPIC_CONFIGS:
+        synonyms = TOPIC_CONFIGS[key].broker_synonyms
         reason = "a topic-level config, not a broker config" + (
             f"; the broker-wide default is '{synonyms[0]}'" if synonyms else "")
     elif hint is not None:

@@ -9,6 +9,11 @@ fails waiting requests with NOT_COORDINATOR. Every change is returned as
 records to append to the group's partition (`Effects.records`), and replies
 to waiting JoinGroup/SyncGroup requests as `Effects.replies`.
 
+What the coordinator holds (loaded partitions, groups, offsets, where a group
+lives) is `state.py`'s GroupState, which GroupCoordinator extends; a partition's
+replay (`group_load.py`) and pending transactional offsets (`txn_offsets.py`)
+work on a GroupState, so they never import this module.
+
 The core never reads a clock or touches a file: `now_ms` and the topic view
 (name -> (topic id, partition count)) are arguments. The shell in
 `service.py` appends the records, resolves the waiting requests and calls
@@ -35,47 +40,40 @@ from .classic import (
     EMPTY,
     ClassicGroup,
     Effects,
-    GroupLimits,
     JoinRequest,
     SyncRequest,
     join_error,
+    sync_error,
 )
-from .consumer import ConsumerConfig, ConsumerGroup, HeartbeatRequest, TopicsView, heartbeat_error
+from .consumer import ConsumerGroup, HeartbeatRequest, TopicsView, heartbeat_error
 from .group_load import GroupLoad
 from .records import OffsetValue, group_key, group_value, offset_key, offset_value
+from .state import (
+    MAX_GROUPS,
+    OFFSETS_TOPIC,
+    CoordinatorConfig,
+    Group,
+    GroupState,
+    java_string_hashcode,
+    partition_for,
+)
 from .txn_offsets import PendingTxnOffsets
+
+__all__ = [
+    "MAX_GROUPS",
+    "OFFSETS_TOPIC",
+    "CoordinatorConfig",
+    "Group",
+    "GroupCoordinator",
+    "OffsetCommit",
+    "Out",
+    "java_string_hashcode",
+    "partition_for",
+]
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-MAX_GROUPS = 100_000  # groups per broker; a new group beyond it is refused
 MAX_GROUP_ID_LENGTH = 32767
-
-Group = ClassicGroup | ConsumerGroup
-TopicPartition = tuple[str, int]
-
-
-def java_string_hashcode(s: str) -> int:
-    """Java's String.hashCode: s[0]*31^(n-1) + ... over UTF-16 code units, as int32."""
-    h = 0
-    data = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    h = java_string_hashcode(group_id)
-    return (0 if h == -(2**31) else abs(h)) % num_partitions  # Kafka's Utils.abs
-
-
-@dataclass(frozen=True, slots=True)
-class CoordinatorConfig:
-    num_partitions: int = 50
-    limits: GroupLimits = field(default_factory=GroupLimits)
-    consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
-    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
-    offset_metadata_max_bytes: int = 4096
 
 
 @dataclass(slots=True)
@@ -92,20 +90,16 @@ class Out(Effects):
     records: list[tuple[int, bytes, bytes | None]] = field(default_factory=list)
 
 
-class GroupCoordinator:
+class GroupCoordinator(GroupState):
+    """The protocol over the state (`state.py`): every method takes time and requests
+    and leaves its records in an `Out`."""
+
     def __init__(self, config: CoordinatorConfig) -> None:
-        self.config = config
-        self.loaded: set[int] = set()
-        self.loading: set[int] = set()  # partitions being replayed (group_load.py)
-        self.groups: dict[str, Group] = {}
-        self.offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        super().__init__(config)
         # TxnOffsetCommit offsets waiting for their transaction's marker.
         self.txn_offsets = PendingTxnOffsets()
 
     # -- ownership -----------------------------------------------------------------------
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.num_partitions)
 
     def coordinator_error(self, key: str) -> int:
         """NONE when this broker coordinates `key`'s partition (loaded or loading),
@@ -143,14 +137,6 @@ class GroupCoordinator:
 
     def cancel_load(self, partition: int) -> None:
         self.loading.discard(partition)
-
-    def materialize_offsets(
-        self, group_id: str, offsets: dict[TopicPartition, OffsetValue]
-    ) -> None:
-        """A committed transaction's offsets become the group's (already in the log)."""
-        self.offsets.setdefault(group_id, {}).update(offsets)
-        if group_id not in self.groups and len(self.groups) < MAX_GROUPS:
-            self.groups[group_id] = ClassicGroup(group_id, self.config.limits, 0)
 
     def unload(self, partition: int, out: Out) -> None:
         self.loaded.discard(partition)
@@ -228,8 +214,6 @@ class GroupCoordinator:
     def sync_group(
         self, group_id: str, req: SyncRequest, token: int, now_ms: int, out: Out
     ) -> None:
-        from .classic import sync_error
-
         code = self.check(group_id)
         group = self.groups.get(group_id) if code == E.NONE else None
         if code == E.NONE and not isinstance(group, ClassicGroup):

@@ -15,7 +15,6 @@ consumer group.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
 from . import consumer_state
 from .classic import ClassicGroup
@@ -30,14 +29,10 @@ from .records import (
     decode_key,
     decode_offset_value,
 )
-
-if TYPE_CHECKING:
-    from .core import GroupCoordinator
+from .state import OFFSETS_TOPIC, GroupState, TopicPartition
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class GroupLoad:
@@ -78,7 +73,7 @@ class GroupLoad:
             return
         self.count += 1
 
-    def install(self, core: GroupCoordinator, now_ms: int) -> None:
+    def install(self, core: GroupState, now_ms: int) -> None:
         """Make the loaded groups and offsets the coordinator's; the partition is loaded."""
         config = core.config
         for group_id, values in self.consumer.items():

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from . import errors as E
-from .core import partition_for
+from .state import partition_for
 from .transaction_log import TxnLogValue, TxnState, encode_key, encode_value
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"

@@ -16,15 +16,11 @@ partition waits for the outcome instead of reading a stale offset.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from ..protocol.records import BatchHeader, InvalidRecords, Record, parse_control_record
 from .records import OffsetKey, OffsetValue, decode_key, decode_offset_value
+from .state import GroupState, TopicPartition
 
-if TYPE_CHECKING:
-    from .core import GroupCoordinator
-
-TopicPartition = tuple[str, int]
 MAX_PENDING_PRODUCERS = 100_000
 
 
@@ -43,7 +39,7 @@ class PendingTxnOffsets:
     def is_pending(self, group_id: str, tp: TopicPartition) -> bool:
         return any(tp in groups.get(group_id, {}) for groups in self.pending.values())
 
-    def complete(self, producer_id: int, commit: bool, core: GroupCoordinator) -> int:
+    def complete(self, producer_id: int, commit: bool, core: GroupState) -> int:
         """Apply (commit) or drop (abort) a producer's pending offsets; returns how many."""
         groups = self.pending.pop(producer_id, {})
         if not commit:
@@ -54,7 +50,7 @@ class PendingTxnOffsets:
             count += len(offsets)
         return count
 
-    def drop_partition(self, core: GroupCoordinator, partition: int) -> None:
+    def drop_partition(self, core: GroupState, partition: int) -> None:
         for groups in self.pending.values():
             for group_id in [g for g in groups if core.partition_for(g) == partition]:
                 del groups[group_id]

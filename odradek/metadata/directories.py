@@ -10,13 +10,8 @@ storage/log_manager.py). The metadata records say where each replica lives:
   record drops the dirs that fail while it runs, reported in BrokerHeartbeat
   ``offline_log_dirs``).
 
-Three ids are not dirs (Kafka's ``DirectoryId``):
-
-* ``UNASSIGNED`` (Uuid 0): the controller created the replica and its broker
-  has not placed it yet; the broker places it in any online dir.
-* ``LOST`` (Uuid 1): the replica's dir is gone for good.
-* ``MIGRATING`` (Uuid 2): not known; here, a partition recorded before
-  directories were (records without the field).
+Three ids are not dirs (Kafka's ``DirectoryId``, ``directory_id.py``, with the
+rules that need only ids; re-exported here): UNASSIGNED, LOST, MIGRATING.
 
 A broker places a replica, then tells the controller (AssignReplicasToDirs, or
 the controller's own code on a combined node), which records the id with a
@@ -28,20 +23,26 @@ unfenced and its directory is one of the broker's online dirs (Kafka's
 ``DirectoryId.isOnline``: UNASSIGNED and MIGRATING count as online, LOST
 never).
 
-Pure functions over the image; nothing here reads a file.
+Pure functions over the image; nothing here reads a file. Imports the image
+(``image.py``) and the ids (``directory_id.py``), never the other way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from .directory_id import LOST, MIGRATING, RESERVED, UNASSIGNED, is_online, realigned
+from .image import MetadataImage, PartitionImage
 
-if TYPE_CHECKING:
-    from .image import MetadataImage, PartitionImage
-
-UNASSIGNED = "AAAAAAAAAAAAAAAAAAAAAA"
-LOST = "AAAAAAAAAAAAAAAAAAAAAQ"
-MIGRATING = "AAAAAAAAAAAAAAAAAAAAAg"
-RESERVED = frozenset({UNASSIGNED, LOST, MIGRATING})
+__all__ = [
+    "LOST",
+    "MIGRATING",
+    "RESERVED",
+    "UNASSIGNED",
+    "directory_of",
+    "is_online",
+    "realigned",
+    "replica_dir_online",
+    "with_directory",
+]
 
 
 def directory_of(part: PartitionImage, broker_id: int) -> str:
@@ -51,18 +52,6 @@ def directory_of(part: PartitionImage, broker_id: int) -> str:
     return part.directories[part.replicas.index(broker_id)]
 
 
-def realigned(
-    old_replicas: tuple[int, ...], old_directories: tuple[str, ...], replicas: tuple[int, ...]
-) -> tuple[str, ...]:
-    """Directories for a new replica list: a replica that stays keeps its dir
-    (MIGRATING when it was not known), a new one is UNASSIGNED."""
-    if len(old_directories) == len(old_replicas):
-        known = dict(zip(old_replicas, old_directories))
-    else:
-        known = dict.fromkeys(old_replicas, MIGRATING)
-    return tuple(known.get(r, UNASSIGNED) for r in replicas)
-
-
 def with_directory(part: PartitionImage, broker_id: int, directory: str) -> list[str]:
     """``part.directories`` with ``broker_id``'s replica in ``directory``."""
     current = list(part.directories)
@@ -70,16 +59,6 @@ def with_directory(part: PartitionImage, broker_id: int, directory: str) -> list
         current = [MIGRATING] * len(part.replicas)
     current[part.replicas.index(broker_id)] = directory
     return current
-
-
-def is_online(directory: str, broker_log_dirs: tuple[str, ...]) -> bool:
-    """Kafka's ``DirectoryId.isOnline``. A broker that registered no dirs (one
-    recorded before this field) is taken to have every dir online."""
-    if directory in (UNASSIGNED, MIGRATING):
-        return True
-    if directory == LOST:
-        return False
-    return not broker_log_dirs or directory in broker_log_dirs
 
 
 def replica_dir_online(image: MetadataImage, part: PartitionImage, broker_id: int) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from . import directories as D
+from .directory_id import realigned
 from . import records as R
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -203,7 +203,7 @@ def _directories_after(old: PartitionImage, rec: R.MetadataRecord) -> tuple[str,
     if "directories" in rec:
         return tuple(rec["directories"])
     if "replicas" in rec:
-        return D.realigned(old.replicas, old.directories, tuple(rec["replicas"]))
+        return realigned(old.replicas, old.directories, tuple(rec["replicas"]))
     return old.directories
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .directories import UNASSIGNED
+from .directory_id import UNASSIGNED
 
 TOPIC = "TopicRecord"
 PARTITION = "PartitionRecord"

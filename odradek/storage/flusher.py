@@ -12,7 +12,7 @@ policy asks for it) but many appends share one fsync:
 * per log there is at most one fsync *in flight* and at most one *next* round;
 * a request while nothing is in flight starts a round at once; it captures the
   log end offset and duplicated file descriptors of every segment past the
-  recovery point (``PartitionLog.prepare_flush``) and fsyncs them on a worker
+  recovery point (``LocalLog.prepare_flush``) and fsyncs them on a worker
   thread;
 * a request while a round is in flight joins the next round (one future shared
   by every waiter); when the in-flight round ends, the next one starts and
@@ -35,7 +35,7 @@ import asyncio
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
-from odradek.storage.log import KafkaStorageError, PartitionLog, fsync_and_close
+from odradek.storage.local_log import KafkaStorageError, LocalLog, fsync_and_close
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class Flusher:
         self.rounds = 0  # fsync rounds run (for tests and metrics)
         self._closed = False
 
-    def request_flush(self, plog: PartitionLog) -> asyncio.Future[None]:
+    def request_flush(self, plog: LocalLog) -> asyncio.Future[None]:
         """A future that completes once ``plog`` is fsynced up to its current log
         end offset (or fails with KafkaStorageError)."""
         key = id(plog)
@@ -71,10 +71,10 @@ class Flusher:
             self._start(plog, fut)
         return fut
 
-    async def flush(self, plog: PartitionLog) -> None:
+    async def flush(self, plog: LocalLog) -> None:
         await self.request_flush(plog)
 
-    def _start(self, plog: PartitionLog, fut: asyncio.Future[None]) -> None:
+    def _start(self, plog: LocalLog, fut: asyncio.Future[None]) -> None:
         key = id(plog)
         if plog.recovery_point >= plog.log_end_offset:
             fut.set_result(None)
@@ -94,7 +94,7 @@ class Flusher:
         work = self._loop.run_in_executor(self._executor, fsync_and_close, fds)
         work.add_done_callback(lambda done: self._finished(plog, target, done))
 
-    def _finished(self, plog: PartitionLog, target: int, done: asyncio.Future[None]) -> None:
+    def _finished(self, plog: LocalLog, target: int, done: asyncio.Future[None]) -> None:
         fut = self._in_flight.pop(id(plog))
         error = done.exception()
         if error is None:
@@ -109,7 +109,7 @@ class Flusher:
                 fut.set_exception(storage_error)
         self._promote(plog)
 
-    def _promote(self, plog: PartitionLog) -> None:
+    def _promote(self, plog: LocalLog) -> None:
         nxt = self._next.pop(id(plog), None)
         if nxt is not None:
             self._start(plog, nxt)

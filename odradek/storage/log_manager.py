@@ -85,6 +85,7 @@ from odradek.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, 
 from odradek.storage.log import (
     FlushScheduler,
     KafkaStorageError,
+    LocalLog,
     PartitionLog,
     kafka_uuid_string,
     log_dir_name,
@@ -334,7 +335,7 @@ class LogManager:
             plog.flusher = flusher
 
     # -- failures --------------------------------------------------------------------------
-    def _on_io_error(self, plog: PartitionLog, error: OSError) -> None:
+    def _on_io_error(self, plog: LocalLog, error: OSError) -> None:
         dir = self._dir_of.get((plog.topic, plog.partition))
         if dir is not None:
             self.mark_dir_offline(dir, error)

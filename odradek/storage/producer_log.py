@@ -8,11 +8,14 @@
   a control batch's one record is read). After a clean shutdown with no
   snapshot at all nothing is replayed (Kafka's shortcut: the log predates
   producer state and a full scan would cost a start-up).
+
+Works on a LocalLog (storage/local_log.py: the segment list and the producer
+state it carries); storage/log.py calls it, never the other way.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 from odradek.protocol.records import (
     BatchHeader,
@@ -20,12 +23,10 @@ from odradek.protocol.records import (
     decode_batch_records,
     parse_control_record,
 )
+from odradek.storage.local_log import LocalLog
 from odradek.storage.producer_state import ProducerStateManager
+from odradek.storage.segment import LogSegment
 from odradek.storage.txn_index import AbortedTxn
-
-if TYPE_CHECKING:
-    from odradek.storage.log import PartitionLog
-    from odradek.storage.segment import LogSegment
 
 
 def marker_of(buf: bytes | bytearray | memoryview, header: BatchHeader) -> tuple[int, int]:
@@ -39,7 +40,7 @@ def marker_of(buf: bytes | bytearray | memoryview, header: BatchHeader) -> tuple
 
 
 def _apply(
-    log: PartitionLog, segment: LogSegment, buf: bytes | bytearray | memoryview, h: BatchHeader
+    log: LocalLog, segment: LogSegment, buf: bytes | bytearray | memoryview, h: BatchHeader
 ) -> None:
     ps = log.producer_state
     marker = marker_of(buf, h) if h.is_control else None
@@ -55,7 +56,7 @@ def _apply(
 
 
 def apply_appended(
-    log: PartitionLog,
+    log: LocalLog,
     segment: LogSegment,
     buf: bytes | bytearray | memoryview,
     headers: list[BatchHeader],
@@ -65,7 +66,7 @@ def apply_appended(
             _apply(log, segment, buf, h)
 
 
-def load(log: PartitionLog, had_clean_shutdown: bool) -> int:
+def load(log: LocalLog, had_clean_shutdown: bool) -> int:
     """Rebuild ``log.producer_state``; returns the number of batches replayed."""
     ps = ProducerStateManager(log.dir)
     log.producer_state = ps
@@ -93,10 +94,8 @@ def load(log: PartitionLog, had_clean_shutdown: bool) -> int:
 
 def _relocated(h: BatchHeader) -> BatchHeader:
     """The header as if its batch started at byte 0 of its own buffer."""
-    from dataclasses import replace
-
     return replace(h, position=0)
 
 
-def rebuild_after_truncation(log: PartitionLog) -> None:
+def rebuild_after_truncation(log: LocalLog) -> None:
     load(log, had_clean_shutdown=False)

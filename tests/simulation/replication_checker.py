@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from tests.simulation.scheduling import SimulationFailure
 
 if TYPE_CHECKING:
-    from tests.simulation.replication import SimBroker
+    from tests.simulation.replication_nodes import SimBroker
 
 
 

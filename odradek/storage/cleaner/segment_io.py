@@ -38,9 +38,8 @@ from odradek.protocol.records import (
     iter_batch_headers,
     parse_batch_header,
 )
+from odradek.storage.swap_files import CLEANED_SUFFIX
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
