@@ -212,6 +212,10 @@ _DEFS: list[ConfigDef] = [
        "(-1: no limit).", MEDIUM),
     _d("max.incremental.fetch.session.cache.slots", I, 1000, "Most incremental fetch "
        "sessions (KIP-227) the broker keeps.", MEDIUM, at_least(0)),
+    _d("quota.window.num", I, 11, "Samples kept to measure client quota rates.", LOW,
+       at_least(1)),
+    _d("quota.window.size.seconds", I, 1, "Length of each client quota sample.", LOW,
+       at_least(1)),
     _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this.",
        MEDIUM),
     _d("max.connections", I, INT_MAX, "Most connections the broker allows.", MEDIUM,
@@ -407,7 +411,7 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     password.encoder.iterations password.encoder.key.length
     password.encoder.keyfactory.algorithm password.encoder.old.secret
     password.encoder.secret principal.builder.class producer.purgatory.purge.interval.requests
-    quota.window.num quota.window.size.seconds remote.log.manager.task.interval.ms
+    remote.log.manager.task.interval.ms
     remote.log.manager.thread.pool.size remote.log.metadata.manager.class.name
     remote.log.metadata.manager.class.path remote.log.metadata.manager.impl.prefix
     remote.log.metadata.manager.listener.name remote.log.storage.manager.class.name

@@ -34,6 +34,7 @@ from .handlers import (
     metadata,
     produce,
     producer_id,
+    quotas,
     reassignment,
     txn,
 )
@@ -141,6 +142,10 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
             (_cluster(Op.ALTER),), forwarded=True),
     ApiSpec(K.LIST_PARTITION_REASSIGNMENTS, reassignment.handle_list_partition_reassignments,
             (_cluster(Op.DESCRIBE),), forwarded=True),
+    ApiSpec(K.DESCRIBE_CLIENT_QUOTAS, quotas.handle_describe_client_quotas, (
+        _cluster(Op.DESCRIBE_CONFIGS),)),
+    ApiSpec(K.ALTER_CLIENT_QUOTAS, quotas.handle_alter_client_quotas, (
+        _cluster(Op.ALTER_CONFIGS),), forwarded=True),
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),

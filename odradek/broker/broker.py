@@ -23,6 +23,7 @@ from ..coordinator.host import CoordinatorHost
 from ..coordinator.service import GroupCoordinatorService
 from ..coordinator.transaction_service import TransactionCoordinatorService
 from ..metadata import records as R
+from ..metadata.client_quotas import Quotas
 from ..metadata.controller import Controller, NewTopic, Result
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import MetadataLogSettings, MetadataQuorum
@@ -51,6 +52,7 @@ from .log_tasks import LogTasks
 from .metrics import BrokerMetrics, MetricsHost
 from .network import ConnectionHost, KafkaConnection
 from .pipeline import PipelineHost, RequestPipeline
+from .producer_ids import ProducerIdBlocks
 from .replica_fetcher import FetcherHost, ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
@@ -131,9 +133,8 @@ class Broker:
             BrokerLifecycle(self, observer=raft is None)
             if self.is_broker and not self.single_voter else None
         )
-        # a broker-only node's next producer id block, fetched ahead
-        self._next_producer_ids: tuple[int, int] | None = None
-        self._producer_id_prefetch: asyncio.Task[None] | None = None
+        self.producer_ids = ProducerIdBlocks(self.node_id, self.quorum, lambda: self.image,
+                                             self.lifecycle)
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots")
         )
@@ -143,7 +144,6 @@ class Broker:
         self.bound_ports: dict[str, int] = {}  # the port each listener bound (port 0: the real one)
         self.log_tasks: LogTasks | None = None
         self.log_cleaner: LogCleaner | None = None
-        self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
         self.metadata_lock = asyncio.Lock()
         self.metrics = BrokerMetrics(self)
         self.group_coordinator = GroupCoordinatorService(self)
@@ -220,10 +220,7 @@ class Broker:
                 log.warning("not unfenced by the controller after %.0f s; serving anyway",
                             BROKER_STARTUP_WAIT_S)
             else:
-                self._producer_ids = (0, 0)  # empty: the first call takes a block
-                self._producer_id_prefetch = asyncio.get_running_loop().create_task(
-                    self._prefetch_producer_ids()
-                )
+                self.producer_ids.start_prefetch()
             self._publish_metadata(self.image)
             self._sync_replication()
         if self.replica_manager.pending_assignments:
@@ -485,50 +482,10 @@ class Broker:
     # -- producer ids --------------------------------------------------------------
 
     async def ensure_producer_ids(self) -> None:
-        """A broker-only node takes producer id blocks from the controller
-        (AllocateProducerIds) before it hands out an id. As Kafka's
-        RPCProducerIdManager does, it fetches the next block ahead (at start,
-        and when 90% of the current one is used), so a controller that is away
-        for a while does not stop idempotent producers at once."""
-        if self.lifecycle is None:
-            return
-        if self._producer_ids[0] >= self._producer_ids[1]:
-            if self._next_producer_ids is None:
-                start, length = await self.lifecycle.allocate_producer_ids()
-                self._next_producer_ids = (start, start + length)
-            if self._producer_ids[0] >= self._producer_ids[1]:
-                self._producer_ids, self._next_producer_ids = self._next_producer_ids, None
-        nxt, end = self._producer_ids
-        if (self._next_producer_ids is None and self._producer_id_prefetch is None
-                and end - nxt <= R.PRODUCER_ID_BLOCK_SIZE // 10):
-            self._producer_id_prefetch = asyncio.get_running_loop().create_task(
-                self._prefetch_producer_ids()
-            )
-
-    async def _prefetch_producer_ids(self) -> None:
-        assert self.lifecycle is not None
-        try:
-            start, length = await self.lifecycle.allocate_producer_ids()
-            if self._next_producer_ids is None:
-                self._next_producer_ids = (start, start + length)
-        except ChannelError as e:
-            log.info("producer id block not fetched ahead: %s", e)
-        finally:
-            self._producer_id_prefetch = None
+        await self.producer_ids.ensure()
 
     def next_producer_id(self) -> int:
-        nxt, end = self._producer_ids
-        if nxt >= end:
-            if self.lifecycle is not None:
-                raise ChannelError("no producer id block from the controller yet")
-            # The one voter: a lone voter commits inside the call.
-            start = max(self.image.next_producer_id, 0)
-            self.quorum.append(
-                [R.producer_ids_record(self.node_id, start + R.PRODUCER_ID_BLOCK_SIZE)]
-            )
-            nxt, end = start, start + R.PRODUCER_ID_BLOCK_SIZE
-        self._producer_ids = (nxt + 1, end)
-        return nxt
+        return self.producer_ids.next()
 
     # -- the request path (pipeline.py) ----------------------------------------------
 
@@ -554,6 +511,14 @@ class Broker:
 
     def observe_request(self, api_key: int, seconds: float, closed: bool) -> None:
         self.metrics.observe(api_key, seconds, closed)
+
+    @property
+    def client_quotas(self) -> Quotas:
+        return self.image.client_quotas
+
+    @property
+    def quota_window(self) -> tuple[int, int]:
+        return (self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds"))
 
 
 class ListenerBindError(OSError):
@@ -596,6 +561,7 @@ if TYPE_CHECKING:
         r9: services.ReassignmentServices = b
         r10: services.ReplicaFetchServices = b
         r11: services.TxnServices = b
+        r20: services.QuotaServices = b
         r12: CoordinatorHost = b
         r13: ReplicationHost = b
         r14: LifecycleHost = b
@@ -604,4 +570,4 @@ if TYPE_CHECKING:
         r17: ControllerHost = b
         r18: MetricsHost = b
         r19: FetcherHost = b
-        del r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19
+        del r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20

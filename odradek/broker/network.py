@@ -47,6 +47,7 @@ class KafkaConnection(asyncio.Protocol):
         # the start; a SASL connection authenticates first (before_auth APIs only).
         self.principal: Principal = ANONYMOUS
         self.authenticated = True
+        self.muted_until = 0.0  # loop time until which quotas mute this connection
         self.decoder = FrameDecoder(broker.socket_request_max_bytes)
         self.queue: collections.deque[bytes] = collections.deque()
         self.transport: asyncio.Transport | None = None
@@ -109,6 +110,11 @@ class KafkaConnection(asyncio.Protocol):
 
     # -- the request loop -------------------------------------------------------
 
+    def throttle(self, ms: int) -> None:
+        """Read no further request for `ms` (a client quota's throttle time)."""
+        until = asyncio.get_running_loop().time() + ms / 1000.0
+        self.muted_until = max(self.muted_until, until)
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -124,6 +130,11 @@ class KafkaConnection(asyncio.Protocol):
                     self._wakeup = loop.create_future()
                     await self._wakeup
                     self._wakeup = None
+                    continue
+                if self.muted_until > loop.time():
+                    # a quota's throttle (KIP-219): the answer went out at once,
+                    # the next request waits out the throttle time
+                    await asyncio.sleep(self.muted_until - loop.time())
                     continue
                 frame = self.queue.popleft()
                 if self._reading_paused and len(self.queue) < MAX_QUEUED_FRAMES // 2:

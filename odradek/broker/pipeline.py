@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 from kio.serial import entity_writer
 
+from ..metadata.client_quotas import Quotas
 from ..metadata.raft_quorum import NotControllerError
 from ..protocol import api, entities
 from ..protocol.client import ChannelError
@@ -45,9 +46,16 @@ from ..protocol.framing import (
 )
 from ..protocol.guard import decode_message
 from ..security.authorizer import AllowAll, Authorizer
+from ..security.quotas import (
+    CONSUMER_BYTE_RATE,
+    PRODUCER_BYTE_RATE,
+    REQUEST_PERCENTAGE,
+    QuotaManager,
+)
 from ..security.resources import ANONYMOUS, CLUSTER_NAME, Principal
 from .apis import API_TABLE, ApiSpec, Scope
 from .context import RequestContext
+from .handlers.cluster import replica_id_of
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +72,8 @@ class Connection(Protocol):
     listener: str
     principal: Principal
     authenticated: bool
+
+    def throttle(self, ms: int) -> None: ...
 
 
 class Forwarder(Protocol):
@@ -83,6 +93,10 @@ class PipelineHost(Protocol):
     def controller_listener_names(self) -> frozenset[str]: ...
     def security_protocol(self, listener: str) -> str: ...
     def observe_request(self, api_key: int, seconds: float, closed: bool) -> None: ...
+    @property
+    def client_quotas(self) -> Quotas: ...
+    @property
+    def quota_window(self) -> tuple[int, int]: ...
 
 
 class RequestPipeline:
@@ -93,6 +107,8 @@ class RequestPipeline:
         self.services = services  # handed to every handler as its `node`
         self.authorizer: Authorizer = authorizer or AllowAll()
         self.table = API_TABLE if table is None else table
+        samples, window_s = host.quota_window
+        self.quotas = QuotaManager(samples, window_s)
 
     async def handle(self, frame: bytes, conn: Connection | None) -> Any:
         """One request frame in; a response frame (bytes or a list of chunks),
@@ -124,7 +140,9 @@ class RequestPipeline:
         if not self._authorize(spec, ctx):
             return self._denial(spec, header)
         try:
+            handler_started = time.perf_counter()
             data = await spec.handler(self.services, ctx, request)
+            handler_s = time.perf_counter() - handler_started
         except NotControllerError as e:
             # a standby controller, or leadership lost meanwhile: the caller
             # (a broker) reconnects and finds the active controller
@@ -133,10 +151,16 @@ class RequestPipeline:
         except Exception:
             log.exception("handler for %s v%d failed", spec.name, header.api_version)
             return CLOSE
-        if data is None:
+        if data is None:  # acks=0: no answer, but the bytes still count
+            self._throttle(spec, ctx, conn, request, len(frame), 0, handler_s)
             return None
-        self._throttle(ctx, data)
-        return self._encode(header, data)
+        data.setdefault("throttle_time", 0)
+        answer = self._encode(header, data)
+        throttle_ms = self._throttle(spec, ctx, conn, request, len(frame), _size(answer), handler_s)
+        if throttle_ms:
+            data["throttle_time"] = throttle_ms
+            answer = self._encode(header, data)
+        return answer
 
     # -- the stages ---------------------------------------------------------------------
 
@@ -227,10 +251,30 @@ class RequestPipeline:
                                        "Cluster authorization failed.")
         return self._encode(header, data)
 
-    @staticmethod
-    def _throttle(ctx: RequestContext, data: dict[str, Any]) -> None:
-        if "throttle_time" not in data:
-            data["throttle_time"] = 0
+    def _throttle(self, spec: ApiSpec, ctx: RequestContext, conn: Connection | None,
+                  request: Any, request_bytes: int, response_bytes: int,
+                  handler_s: float) -> int:
+        """Client quotas (security/quotas.py): record what this request used
+        against the quotas that apply to its user and client id; the throttle
+        time, for which the connection is muted after the answer (KIP-219)."""
+        quotas = self.host.client_quotas
+        if not quotas or conn is None or spec.controller or spec.before_auth:
+            return 0
+        user = ctx.principal.name if ctx.principal.type == "User" else ""
+        client_id = ctx.client_id or ""
+        record = self.quotas.record
+        throttle = record(quotas, REQUEST_PERCENTAGE, user, client_id, handler_s * 100.0)
+        if spec.key == api.ApiKey.PRODUCE:
+            throttle = max(throttle, record(quotas, PRODUCER_BYTE_RATE, user, client_id,
+                                            request_bytes))
+        elif spec.key == api.ApiKey.FETCH and replica_id_of(request) < 0:
+            throttle = max(throttle, record(quotas, CONSUMER_BYTE_RATE, user, client_id,
+                                            response_bytes))
+        if throttle:
+            log.debug("throttling %s (user %r, client %r) for %d ms after %s", ctx.peer,
+                      user, client_id, throttle, spec.name)
+            conn.throttle(throttle)
+        return throttle
 
     @staticmethod
     def _encode(header: RequestHeader, data: dict[str, Any]) -> Any:
@@ -256,6 +300,10 @@ def api_version_entries() -> list[dict[str, int]]:
         {"api_key": k, "min_version": lo, "max_version": hi}
         for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
     ]
+
+
+def _size(answer: Any) -> int:
+    return sum(map(len, answer)) if type(answer) is list else len(answer)
 
 
 def _peer(conn: Connection | None) -> str:

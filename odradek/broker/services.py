@@ -73,6 +73,10 @@ class ConfigServices(Identity, MetadataWrites, Protocol):
     """handlers/configs.py: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs."""
 
 
+class QuotaServices(Identity, MetadataWrites, Protocol):
+    """handlers/quotas.py: DescribeClientQuotas, AlterClientQuotas."""
+
+
 class MetadataServices(AdminServices, Protocol):
     """handlers/metadata.py: Metadata, DescribeCluster, DescribeTopicPartitions
     (Metadata may create topics: auto.create.topics.enable)."""
@@ -162,5 +166,5 @@ class NoServices(Protocol):
 FAMILIES: tuple[type[Any], ...] = (
     AdminServices, ConfigServices, MetadataServices, FetchServices, ReplicaFetchServices,
     ClusterServices, ReassignmentServices, LogDirServices, GroupServices, ProduceServices,
-    ProducerIdServices, TxnServices,
+    ProducerIdServices, TxnServices, QuotaServices,
 )

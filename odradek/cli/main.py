@@ -30,7 +30,7 @@ PROG = "odradek"
 SUBCOMMANDS: tuple[str, ...] = (
     "server", "cluster", "topics", "partitions", "produce", "consume", "groups", "transactions",
     "configs",
-    "acls", "dump_log", "storage", "bench",
+    "acls", "users", "quotas", "dump_log", "storage", "bench",
 )
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

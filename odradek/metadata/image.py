@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
-from .directory_id import realigned
+from . import client_quotas as Q
 from . import records as R
+from .directory_id import realigned
 
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
@@ -77,6 +78,9 @@ class MetadataImage:
     configs: Mapping[tuple[int, str], Mapping[str, str]] = field(default_factory=lambda: _EMPTY)
     brokers: Mapping[int, BrokerImage] = field(default_factory=lambda: _EMPTY)
     next_producer_id: int = 0
+    # client quota entity -> {quota key: value} (metadata/client_quotas.py)
+    client_quotas: Mapping[Q.Entity, Mapping[str, float]] = field(
+        default_factory=lambda: _EMPTY)
 
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get((R.RESOURCE_TOPIC, topic), _EMPTY)
@@ -92,6 +96,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
     configs: dict[tuple[int, str], Mapping[str, str]] | None = None
     brokers: dict[int, BrokerImage] | None = None
     next_pid = image.next_producer_id
+    quotas: dict[Q.Entity, Mapping[str, float]] | None = None
 
     for rec in records:
         kind = rec["type"]
@@ -186,6 +191,10 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                 )
         elif kind == R.PRODUCER_IDS:
             next_pid = max(next_pid, rec["next_producer_id"])
+        elif kind == R.CLIENT_QUOTA:
+            if quotas is None:
+                quotas = dict(image.client_quotas)
+            Q.applied(quotas, rec)
 
     return MetadataImage(
         offset=offset,
@@ -194,6 +203,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
         configs=image.configs if configs is None else MappingProxyType(configs),
         brokers=image.brokers if brokers is None else MappingProxyType(brokers),
         next_producer_id=next_pid,
+        client_quotas=image.client_quotas if quotas is None else MappingProxyType(quotas),
     )
 
 
@@ -241,4 +251,5 @@ def records_of(image: MetadataImage) -> list[R.MetadataRecord]:
             out.append(R.config_record(resource_type, resource_name, name, value))
     if image.next_producer_id:
         out.append(R.producer_ids_record(-1, image.next_producer_id))
+    out.extend(Q.records_of(image.client_quotas))
     return out

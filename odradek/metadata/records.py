@@ -13,6 +13,7 @@ odradek's metadata log.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from .directory_id import UNASSIGNED
@@ -25,10 +26,11 @@ CONFIG = "ConfigRecord"
 REGISTER_BROKER = "RegisterBrokerRecord"
 PRODUCER_IDS = "ProducerIdsRecord"
 BROKER_REGISTRATION_CHANGE = "BrokerRegistrationChangeRecord"
+CLIENT_QUOTA = "ClientQuotaRecord"
 
 KNOWN_TYPES = frozenset(
     {TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG, REGISTER_BROKER, PRODUCER_IDS,
-     BROKER_REGISTRATION_CHANGE}
+     BROKER_REGISTRATION_CHANGE, CLIENT_QUOTA}
 )
 
 # ConfigResource types, as in Kafka's DescribeConfigs/AlterConfigs.
@@ -162,6 +164,14 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 def producer_ids_record(broker_id: int, next_producer_id: int) -> MetadataRecord:
     return {"type": PRODUCER_IDS, "broker_id": broker_id, "next_producer_id": next_producer_id}
+
+
+def client_quota_record(entity: Sequence[tuple[str, str | None]], key: str,
+                        value: float | None) -> MetadataRecord:
+    """Kafka's ClientQuotaRecord: set `key` of the entity, or remove it (value None)."""
+    return {"type": CLIENT_QUOTA,
+            "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+            "key": key, "value": 0.0 if value is None else value, "remove": value is None}
 
 
 def encode(record: MetadataRecord) -> bytes:

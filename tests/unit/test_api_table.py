@@ -51,7 +51,7 @@ def test_forwarded_apis_are_kafkas_admin_apis():
     assert FORWARDED_TO_CONTROLLER == {
         K.CREATE_TOPICS, K.DELETE_TOPICS, K.CREATE_PARTITIONS, K.ALTER_CONFIGS,
         K.INCREMENTAL_ALTER_CONFIGS, K.ELECT_LEADERS, K.ALTER_PARTITION_REASSIGNMENTS,
-        K.LIST_PARTITION_REASSIGNMENTS,
+        K.LIST_PARTITION_REASSIGNMENTS, K.ALTER_CLIENT_QUOTAS,
     }
     assert all(not API_TABLE[k].controller for k in FORWARDED_TO_CONTROLLER)
 
@@ -98,6 +98,9 @@ class Host:
     def observe_request(self, api_key: int, seconds: float, closed: bool) -> None:
         pass
 
+    client_quotas: dict[Any, Any] = {}
+    quota_window = (11, 1)
+
 
 @dataclass
 class Conn:
@@ -105,6 +108,9 @@ class Conn:
     listener: str = "PLAINTEXT"
     principal: Principal = field(default_factory=lambda: Principal("User", "mallory"))
     authenticated: bool = True
+
+    def throttle(self, ms: int) -> None:
+        raise AssertionError("no quota is set")
 
 
 def _frame(key: int, version: int, correlation_id: int) -> bytes:

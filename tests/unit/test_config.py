@@ -233,10 +233,10 @@ def test_zookeeper_connect_is_refused_with_kraft_advice() -> None:
 def test_known_unmodelled_kafka_keys_are_accepted_with_one_warning(
         caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="odradek.config"):
-        c = BrokerConfig.from_properties({"metric.reporters": "", "quota.window.num": "11"})
-    assert c.ignored == {"metric.reporters": "", "quota.window.num": "11"}
+        c = BrokerConfig.from_properties({"metric.reporters": "", "replication.quota.window.num": "11"})
+    assert c.ignored == {"metric.reporters": "", "replication.quota.window.num": "11"}
     warnings = [r.getMessage() for r in caplog.records]
-    assert len(warnings) == 1 and "metric.reporters, quota.window.num" in warnings[0]
+    assert len(warnings) == 1 and "metric.reporters, replication.quota.window.num" in warnings[0]
 
 
 def test_per_listener_overrides_are_kept_for_the_security_layer() -> None:

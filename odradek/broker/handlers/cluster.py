@@ -45,7 +45,7 @@ POSITION_OUT_OF_RANGE = 99
 FETCH_SNAPSHOT_MAX_BYTES = 1024 * 1024  # one chunk to an observer
 
 
-def _replica_id(req: Any) -> int:
+def replica_id_of(req: Any) -> int:
     state = getattr(req, "replica_state", None)
     if state is not None and getattr(state, "replica_id", -1) >= 0:
         return int(state.replica_id)
@@ -72,11 +72,11 @@ def _is_active_controller(broker: ClusterServices) -> bool:
 async def handle_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if _is_metadata_fetch(req):
         raft = _raft_quorum(broker)
-        if raft is not None and _replica_id(req) in raft.config.voters:
+        if raft is not None and replica_id_of(req) in raft.config.voters:
             return await raft.handle_request(api.ApiKey.FETCH, req)
         return await _metadata_fetch(broker, ctx, req)
-    if _replica_id(req) >= 0:
-        return await replica_fetch.handle_follower_fetch(broker, ctx, req, _replica_id(req))
+    if replica_id_of(req) >= 0:
+        return await replica_fetch.handle_follower_fetch(broker, ctx, req, replica_id_of(req))
     return await consumer_fetch.handle_fetch(broker, ctx, req)
 
 

@@ -1,6 +1,6 @@
 """DescribeConfigs, AlterConfigs, IncrementalAlterConfigs for topics and brokers.
 
-ConfigServices resources take only the dynamic keys (`DYNAMIC_BROKER_CONFIGS`: the
+Broker resources take only the dynamic keys (`DYNAMIC_BROKER_CONFIGS`: the
 replication throttle rates), per broker id or for every broker (name "");
 they are ConfigRecords like a topic's, and brokers read them from the image.
 """
