@@ -43,6 +43,7 @@ from ..topic_config import (
     validate_topic_configs,
 )
 from . import services
+from .connection_limits import ConnectionLimits
 from .controller_service import ControllerHost, ControllerService
 from .fetch_session import FetchSessionCache
 from .handlers import admin
@@ -146,6 +147,7 @@ class Broker:
         self._producer_ids: tuple[int, int] = (0, 0)  # [next, end) of the local block
         self.metadata_lock = asyncio.Lock()
         self.metrics = BrokerMetrics(self)
+        self.connection_limits = ConnectionLimits(config, self.metrics.registry)
         self.group_coordinator = GroupCoordinatorService(self)
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their
@@ -285,6 +287,7 @@ class Broker:
                      self.bound_ports[listener.name])
 
     async def _close_servers(self) -> None:
+        self.connection_limits.stop()
         for server in self._servers.values():
             server.close()
         for conn in list(self.connections):
