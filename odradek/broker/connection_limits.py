@@ -30,9 +30,15 @@ ConnectionQuotas, Selector's idle expiry, the request memory pool):
   size is reserved once its size prefix is read, if the pool is not full then
   (Kafka's non-strict SimpleMemoryPool: one request may take it past the
   limit); a connection at a request boundary, or whose next request could not
-  be reserved, stops being read while the pool is full and is read again once
-  it has room. So the pool exceeds the limit by at most one read chunk per
-  connection plus one request, and a request being read always completes.
+  be reserved, stops being read while the pool is full. The start of a request
+  read while the pool was full is counted apart (`unreserved_bytes`, at most
+  one read per connection: uvloop reads up to 256 KiB) and does not keep the
+  pool full, else connections each holding half a request would wait for each
+  other forever. When the pool has room, waiting connections are let in first
+  come first served: one holding the start of a request gets its whole size
+  reserved (until the pool is full again); one at a request boundary is read
+  again. So the pool exceeds the limit by at most one request plus one read
+  per connection, and every request reserved is read to its end.
 
 Rejections and closes are logged (at most once a second per reason, with the
 number left out) and counted: `odradek_connections_rejected_total{listener,
@@ -74,7 +80,7 @@ class LimitedConnection(Protocol):
     last_active_s: float  # time.monotonic() of the last byte read or written
     busy: bool  # a request of it is being handled
 
-    def close(self) -> None: ...
+    def abort(self) -> None: ...
     def pause_reading_for(self, reason: str) -> None: ...
     def resume_reading_for(self, reason: str) -> None: ...
 
@@ -130,32 +136,113 @@ class ConnectionQuotas:
 
 
 class QueuedRequestBytes:
-    """`queued.max.request.bytes`: bytes of requests read and not yet answered."""
+    """`queued.max.request.bytes`: bytes of requests read and not yet answered.
+
+    `used_bytes` counts whole requests read and the reservations of requests
+    being read; `unreserved_bytes` the start of a request a connection read
+    while the pool was full (at most one read each: such a connection is
+    paused at once). The latter never keeps the pool full, or connections
+    that wait with half a request would wait for each other forever. Waiting
+    connections are let in one at a time, first come first served, each with a
+    reservation made before it reads again."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes  # <= 0: no limit
         self.used_bytes = 0
-        self._paused: set[LimitedConnection] = set()
+        self.unreserved_bytes = 0
+        self._waiting: dict[RequestBytesAccount, None] = {}  # insertion order: FIFO
 
     @property
     def full(self) -> bool:
         return 0 < self.max_bytes <= self.used_bytes
 
-    def change(self, delta: int) -> None:
+    def change(self, delta: int, unreserved_delta: int = 0) -> None:
         self.used_bytes += delta
-        assert self.used_bytes >= 0, self.used_bytes
-        if delta < 0 and self._paused and not self.full:
-            paused, self._paused = self._paused, set()
-            for conn in paused:
-                conn.resume_reading_for("memory")
+        self.unreserved_bytes += unreserved_delta
+        assert self.used_bytes >= 0 and self.unreserved_bytes >= 0
+        while self._waiting and not self.full:
+            account = next(iter(self._waiting))
+            del self._waiting[account]
+            account.grant()
 
-    def pause(self, conn: LimitedConnection) -> None:
-        if conn not in self._paused:
-            self._paused.add(conn)
-            conn.pause_reading_for("memory")
+    def wait(self, account: RequestBytesAccount) -> None:
+        if account not in self._waiting:
+            self._waiting[account] = None
+            account.conn.pause_reading_for("memory")
 
-    def forget(self, conn: LimitedConnection) -> None:
-        self._paused.discard(conn)
+    def forget(self, account: RequestBytesAccount) -> None:
+        self._waiting.pop(account, None)
+
+
+class RequestBytesAccount:
+    """One connection's part of the `queued.max.request.bytes` pool: the whole
+    requests it read and has not had answered, plus the request it is reading:
+    its whole size once reserved (or, let in from the wait, a first read's
+    worth until its size is known), else the bytes of it buffered so far."""
+
+    __slots__ = ("complete_bytes", "conn", "next_frame_bytes", "pool", "reserved_bytes",
+                 "reserving", "unreserved_bytes")
+
+    def __init__(self, pool: QueuedRequestBytes, conn: LimitedConnection) -> None:
+        self.pool = pool
+        self.conn = conn
+        self.complete_bytes = 0
+        self.reserved_bytes = 0
+        self.unreserved_bytes = 0
+        self.next_frame_bytes: int | None = None
+        # May reserve the request being read whatever the pool holds: it is that
+        # request's reservation already, or the pool let this connection in.
+        self.reserving = False
+
+    def read(self, frames: list[bytes], next_frame_bytes: int | None, buffered: int) -> None:
+        """Account a read: `frames` it completed, then what is left buffered
+        (`next_frame_bytes`: that request's whole size once its prefix is in)."""
+        pool = self.pool
+        self.next_frame_bytes = next_frame_bytes
+        before, unreserved_before = self.complete_bytes + self.reserved_bytes, \
+            self.unreserved_bytes
+        if frames:
+            self.complete_bytes += sum(4 + len(f) for f in frames)
+            # The reservation was for a request now complete: the next one needs
+            # its own, as in Kafka, where each request is allocated on its own.
+            self.reserving = False
+        if buffered == 0:
+            self.reserved_bytes = self.unreserved_bytes = 0
+            self.reserving = False
+        elif next_frame_bytes is not None and (self.reserving or not pool.full):
+            self.reserved_bytes, self.unreserved_bytes = next_frame_bytes, 0
+            self.reserving = True
+        else:
+            self.reserved_bytes, self.unreserved_bytes = 0, buffered
+            self.reserving = False
+        pool.change(self.complete_bytes + self.reserved_bytes - before,
+                    self.unreserved_bytes - unreserved_before)
+        if pool.full and not self.reserving:
+            pool.wait(self)
+
+    def grant(self) -> None:
+        """The pool has room: a connection holding the start of a request gets
+        that request's whole size reserved; one at a request boundary (nothing
+        to reserve yet, and it may never send again) is just read again, and
+        waits anew if the pool is full once its next request starts."""
+        if self.next_frame_bytes is not None and self.unreserved_bytes:
+            self.reserving = True
+            self.pool.used_bytes += self.next_frame_bytes - self.reserved_bytes
+            self.pool.unreserved_bytes -= self.unreserved_bytes
+            self.reserved_bytes, self.unreserved_bytes = self.next_frame_bytes, 0
+        self.conn.resume_reading_for("memory")
+
+    def answered(self, request_bytes: int) -> None:
+        """A request of `request_bytes` (size prefix included) was handled."""
+        self.complete_bytes -= request_bytes
+        assert self.complete_bytes >= 0
+        self.pool.change(-request_bytes)
+
+    def close(self) -> None:
+        held, unreserved = self.complete_bytes + self.reserved_bytes, self.unreserved_bytes
+        self.complete_bytes = self.reserved_bytes = self.unreserved_bytes = 0
+        self.pool.forget(self)
+        self.pool.change(-held, -unreserved)
 
 
 class ConnectionLimits:
@@ -231,7 +318,6 @@ class ConnectionLimits:
         if conn in self.connections:
             self.connections.discard(conn)
             self._quotas(conn.listener).release(conn.listener, conn.peer_address)
-        self.queued.forget(conn)
 
     def _close_excess(self, quotas: ConnectionQuotas) -> None:
         victims = sorted((c for c in self.connections
@@ -244,7 +330,7 @@ class ConnectionLimits:
                       "(%d) exceeded by the inter-broker listener.", conn.peer_address,
                       conn.listener, quotas.max_connections)
             self.release(conn)
-            conn.close()
+            conn.abort()
 
     # -- idle expiry -----------------------------------------------------------------
 
@@ -263,7 +349,7 @@ class ConnectionLimits:
             log.debug("closing connection from %s on %s: idle for connections.max.idle.ms "
                       "(%d)", conn.peer_address, conn.listener, self.idle_ms)
             self.release(conn)
-            conn.close()
+            conn.abort()
         self._schedule_sweep()
 
     def stop(self) -> None:
@@ -285,52 +371,6 @@ class ConnectionLimits:
             msg += " (%d more like this not logged)"
             args = (*args, left_out)
         log.info(msg, *args)
-
-
-class RequestBytesAccount:
-    """One connection's part of the `queued.max.request.bytes` pool: the whole
-    requests it read and has not had answered, plus the request it is reading
-    (its whole size once reserved, else the bytes buffered so far)."""
-
-    __slots__ = ("complete_bytes", "conn", "partial_bytes", "pool", "reserved")
-
-    def __init__(self, pool: QueuedRequestBytes, conn: LimitedConnection) -> None:
-        self.pool = pool
-        self.conn = conn
-        self.complete_bytes = 0
-        self.partial_bytes = 0
-        self.reserved = False  # the request being read has its whole size in the pool
-
-    def read(self, frames: list[bytes], next_frame_bytes: int | None, buffered: int) -> None:
-        """Account a read: `frames` it completed, then what is left buffered
-        (`next_frame_bytes`: that request's whole size once its prefix is in)."""
-        before = self.complete_bytes + self.partial_bytes
-        if frames:
-            self.complete_bytes += sum(4 + len(f) for f in frames)
-            self.reserved = False  # whatever is buffered now is a new request
-        if next_frame_bytes is None:
-            self.partial_bytes = buffered
-        elif self.reserved or not self.pool.full:
-            self.partial_bytes = next_frame_bytes
-            self.reserved = True
-        else:
-            self.partial_bytes = buffered
-        assert self.partial_bytes >= buffered
-        self.pool.change(self.complete_bytes + self.partial_bytes - before)
-        if self.pool.full and not self.reserved:
-            self.pool.pause(self.conn)
-
-    def answered(self, frame: bytes) -> None:
-        self.complete_bytes -= 4 + len(frame)
-        assert self.complete_bytes >= 0
-        self.pool.change(-(4 + len(frame)))
-
-    def close(self) -> None:
-        held = self.complete_bytes + self.partial_bytes
-        self.complete_bytes = self.partial_bytes = 0
-        self.pool.forget(self.conn)
-        if held:
-            self.pool.change(-held)
 
 
 def peer_address(peername: object) -> str:

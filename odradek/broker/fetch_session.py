@@ -125,9 +125,8 @@ class FetchSessionCache:
         oldest = next(iter(self._sessions.values()), None)
         if oldest is None:
             return False
-        if now - oldest.last_used_ms > self.eviction_ms:
-            victim: FetchSession | None = oldest
-        else:
+        victim: FetchSession | None = oldest
+        if now - oldest.last_used_ms <= self.eviction_ms:
             victim = min(
                 (s for s in self._sessions.values()
                  if now - s.created_ms > self.eviction_ms or (privileged and not s.privileged)),
@@ -135,6 +134,7 @@ class FetchSessionCache:
             )
             if victim is None or (privileged, partitions, 0) < victim.evictable_key():
                 return False
+        assert victim is not None
         del self._sessions[victim.session_id]
         self.evictions += 1
         return True

@@ -165,6 +165,13 @@ class KafkaConnection(asyncio.Protocol):
             if self.transport is not None:
                 self.transport.close()
 
+    def abort(self) -> None:
+        """Close without flushing what the peer has not read (a peer that reads
+        nothing would otherwise keep a closing connection forever)."""
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
+
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
         handle = self.broker.handle_frame
@@ -186,7 +193,10 @@ class KafkaConnection(asyncio.Protocol):
                 finally:
                     self.busy = False
                     if not self._closed:
-                        self._request_bytes.answered(frame)
+                        self._request_bytes.answered(4 + len(frame))
+                    # A connection that waits for its next request must not keep
+                    # its last one alive (nor its last answer, below).
+                    del frame
                 if response is None:
                     continue
                 if response is CLOSE:
@@ -202,6 +212,7 @@ class KafkaConnection(asyncio.Protocol):
                 else:
                     self.transport.write(response)  # type: ignore[arg-type]
                     self.broker.metrics.bytes_out.inc(len(response))  # type: ignore[arg-type]
+                del response
                 if self._can_write is not None and not self._can_write.done():
                     await self._can_write
         except asyncio.CancelledError:

@@ -75,32 +75,60 @@ class FakeConn:
         self.paused.discard(reason)
 
 
+def _accounts(pool: QueuedRequestBytes, n: int) -> list[tuple[FakeConn, RequestBytesAccount]]:
+    out = []
+    for _ in range(n):
+        conn = FakeConn()
+        out.append((conn, RequestBytesAccount(pool, conn)))  # type: ignore[arg-type]
+    return out
+
+
 def test_pool_reserves_a_whole_request_and_keeps_reading_it_while_full():
     pool = QueuedRequestBytes(4 * MiB)
-    a, b = FakeConn(), FakeConn()
-    acct_a = RequestBytesAccount(pool, a)  # type: ignore[arg-type]
-    acct_b = RequestBytesAccount(pool, b)  # type: ignore[arg-type]
+    (a, acct_a), (b, acct_b) = _accounts(pool, 2)
     acct_a.read([], 4 + 5 * MiB, 65536)  # a request bigger than the pool: reserved whole
     assert pool.used_bytes == 4 + 5 * MiB and pool.full and not a.paused
-    acct_b.read([], 4 + MiB, 65536)  # b's request cannot be reserved: b stops
-    assert b.paused == {"memory"} and pool.used_bytes == 4 + 5 * MiB + 65536
+    acct_b.read([], 4 + MiB, 65536)  # b's request cannot be reserved: b waits
+    assert b.paused == {"memory"} and pool.unreserved_bytes == 65536
+    assert pool.used_bytes == 4 + 5 * MiB  # b's bytes do not keep the pool full
     frame = b"x" * (5 * MiB)
     acct_a.read([frame], None, 0)  # a's request complete, a at a boundary, pool full
     assert a.paused == {"memory"}
-    acct_a.answered(frame)
-    assert pool.used_bytes == 65536 and not pool.full
-    assert not a.paused and not b.paused  # both read again
-    acct_b.read([], 4 + MiB, 262144)
-    assert acct_b.reserved and pool.used_bytes == 4 + MiB
+    acct_a.answered(4 + len(frame))
+    # b is let in first, with its whole request reserved, then a.
+    assert not b.paused and acct_b.reserved_bytes == 4 + MiB and pool.unreserved_bytes == 0
+    assert not a.paused and acct_a.reserved_bytes == 0  # nothing to reserve until it reads
     acct_b.close()
     acct_a.close()
-    assert pool.used_bytes == 0
+    assert pool.used_bytes == 0 and pool.unreserved_bytes == 0
+
+
+def test_connections_waiting_with_half_a_request_each_do_not_wait_forever():
+    pool = QueuedRequestBytes(4 * MiB)
+    accounts = _accounts(pool, 40)
+    for _conn, acct in accounts[:4]:
+        acct.read([], 4 + MiB, 256 * 1024)  # four requests reserved: the pool is full
+    for conn, acct in accounts[4:]:
+        acct.read([], 4 + MiB, 256 * 1024)
+        assert conn.paused == {"memory"}
+    assert pool.unreserved_bytes == 36 * 256 * 1024
+    done = 0
+    while done < 40:  # the connections that read finish their request; it is answered
+        reading = [acct for conn, acct in accounts if not conn.paused and acct.reserved_bytes]
+        assert reading, "nobody may read: the pool waits forever"
+        for acct in reading:
+            frame = b"r" * MiB
+            acct.read([frame], None, 0)
+            acct.answered(4 + len(frame))
+            acct.reserved_bytes and acct.read([], None, 0)
+            done += 1
+            assert pool.used_bytes <= 4 * MiB + 4 + MiB
+    assert pool.unreserved_bytes == 0 and pool.used_bytes == 0
 
 
 def test_pool_without_a_limit_counts_but_never_pauses():
     pool = QueuedRequestBytes(-1)
-    conn = FakeConn()
-    acct = RequestBytesAccount(pool, conn)  # type: ignore[arg-type]
+    [(conn, acct)] = _accounts(pool, 1)
     acct.read([b"y" * 100] * 3, 4 + 10 * MiB, 8)
     assert pool.used_bytes == 3 * 104 + 4 + 10 * MiB and not conn.paused
 
