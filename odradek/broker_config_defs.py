@@ -208,20 +208,26 @@ _DEFS: list[ConfigDef] = [
     _d("background.threads", I, 10, "Threads for background work.", HIGH, at_least(1)),
     _d("queued.max.requests", I, 500, "Requests queued for handlers before reading from "
        "the network stops.", HIGH, at_least(1)),
-    _d("queued.max.request.bytes", L, -1, "Bytes of queued requests before reading stops "
-       "(-1: no limit).", MEDIUM),
+    _d("queued.max.request.bytes", L, -1, "Bytes of requests read but not yet answered, "
+       "across all connections, past which no socket is read (-1 or 0: no limit; else at "
+       "least socket.request.max.bytes).", MEDIUM),
     _d("max.incremental.fetch.session.cache.slots", I, 1000, "Most incremental fetch "
        "sessions (KIP-227) the broker keeps.", MEDIUM, at_least(0)),
     _d("quota.window.num", I, 11, "Samples kept to measure client quota rates.", LOW,
        at_least(1)),
     _d("quota.window.size.seconds", I, 1, "Length of each client quota sample.", LOW,
        at_least(1)),
-    _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this.",
-       MEDIUM),
-    _d("max.connections", I, INT_MAX, "Most connections the broker allows.", MEDIUM,
+    _d("connections.max.idle.ms", L, 600000, "A connection with nothing read or written "
+       "for this long is closed (negative: never).", MEDIUM),
+    _d("max.connections", I, INT_MAX, "Most connections the broker allows on its listeners "
+       "(the inter-broker listener is exempt when there are others; "
+       "listener.name.<listener>.max.connections limits one listener).", MEDIUM,
        at_least(0)),
     _d("max.connections.per.ip", I, INT_MAX, "Most connections from one address.", MEDIUM,
        at_least(0)),
+    _d("max.connections.per.ip.overrides", S, "", "Per-address exceptions to "
+       "max.connections.per.ip, as 'host:count,host:count' (host: a name or an address).",
+       MEDIUM),
     _d("request.timeout.ms", I, 30000, "Timeout of requests this node sends.", HIGH,
        at_least(0)),
     _d("fetch.max.bytes", I, 57671680, "Largest Fetch response the broker returns.", MEDIUM,
@@ -405,7 +411,7 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     group.coordinator.rebalance.protocols
     group.coordinator.threads inter.broker.protocol.version kafka.metrics.polling.interval.secs
     kafka.metrics.reporters log.cleaner.threads.per.dir log.message.format.version
-    max.connection.creation.rate max.connections.per.ip.overrides
+    max.connection.creation.rate
     metric.reporters metrics.num.samples metrics.recording.level metrics.sample.window.ms
     num.replica.alter.log.dirs.threads password.encoder.cipher.algorithm
     password.encoder.iterations password.encoder.key.length

@@ -30,6 +30,7 @@ over `log.dir`; `node.id` and `broker.id` are one setting under two names.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import os
 import re
@@ -353,6 +354,22 @@ class BrokerConfig:
         if len(self.log_dirs) != len(set(self.log_dirs)):
             key = self._log_dirs_key
             raise ConfigError(key, "duplicate log directory", self.get(key))
+        self._check_connection_limits()
+
+    def _check_connection_limits(self) -> None:
+        """Kafka's rules for the keys that bound what clients can hold (KafkaConfig's
+        `require`s and the parsing of the overrides and listener limits)."""
+        queued = self._int("queued.max.request.bytes")
+        if 0 < queued < self.socket_request_max_bytes:
+            raise ConfigError("queued.max.request.bytes", "must be at least "
+                              f"socket.request.max.bytes ({self.socket_request_max_bytes}) "
+                              "or -1 for no limit", queued)
+        overrides = self.max_connections_per_ip_overrides  # parses and resolves
+        if self._int("max.connections.per.ip") == 0 and not overrides:
+            raise ConfigError("max.connections.per.ip", "can be set to zero only if "
+                              "max.connections.per.ip.overrides is set", 0)
+        for endpoint in self.listeners:
+            self.listener_max_connections(endpoint.name)
 
     def _check_roles_and_quorum(self) -> None:
         roles = self.get("process.roles")
@@ -610,6 +627,28 @@ class BrokerConfig:
         return self._int("queued.max.requests")
 
     @property
+    def max_connections_per_ip_overrides(self) -> dict[str, int]:
+        """`max.connections.per.ip.overrides` as address -> most connections, host
+        names resolved once (Kafka resolves them with InetAddress.getByName)."""
+        return parse_connections_per_ip_overrides(
+            str(self.values["max.connections.per.ip.overrides"] or ""))
+
+    def listener_max_connections(self, listener: str) -> int:
+        """`listener.name.<listener>.max.connections`, else `max.connections`: Kafka
+        configures each listener's quota with the prefixed value overriding the plain one."""
+        key = f"{LISTENER_OVERRIDE_PREFIX}{listener.lower()}.max.connections"
+        raw = self.listener_overrides(listener).get("max.connections")
+        if raw is None:
+            return self._int("max.connections")
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(key, "Expected value to be a 32-bit integer", raw) from None
+        if not 0 <= value <= 2**31 - 1:
+            raise ConfigError(key, "Value must be at least 0", raw)
+        return value
+
+    @property
     def request_timeout_ms(self) -> int:
         return self._int("request.timeout.ms")
 
@@ -683,6 +722,48 @@ class BrokerConfig:
             preallocate=bool(v["log.preallocate"]),
             unclean_leader_election_enable=bool(v["unclean.leader.election.enable"]),
         )
+
+
+def parse_connections_per_ip_overrides(text: str) -> dict[str, int]:
+    """'host:count,host:count' (Kafka's CSV map; the last ':' splits, so a bare IPv6
+    address works, as does [v6]:count) -> normalized address -> count."""
+    key = "max.connections.per.ip.overrides"
+    result: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        host = host.strip().strip("[]")
+        if not sep or not host:
+            raise ConfigError(key, f"'{item}' is not host:count", text)
+        try:
+            value = int(count.strip())
+        except ValueError:
+            raise ConfigError(key, f"the count of {host} is not an integer", text) from None
+        if value < 0:
+            raise ConfigError(key, f"the count of {host} must be at least 0", text)
+        result[_resolve_address(key, host, text)] = value
+    return result
+
+
+def _resolve_address(key: str, host: str, text: str) -> str:
+    try:
+        return normalize_address(host)
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except OSError as e:
+        raise ConfigError(key, f"cannot resolve host {host}: {e}", text) from None
+    return normalize_address(str(infos[0][4][0]))
+
+
+def normalize_address(text: str) -> str:
+    """An IP address as connection quotas key it: IPv4-mapped IPv6 as plain IPv4."""
+    address = ipaddress.ip_address(text.split("%", 1)[0])
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return str(address)
 
 
 def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:

@@ -44,6 +44,7 @@ from ..topic_config import (
     validate_topic_configs,
 )
 from . import services
+from .connection_limits import ConnectionLimits
 from .controller_service import ControllerHost, ControllerService
 from .fetch_session import FetchSessionCache
 from .handlers import admin
@@ -146,6 +147,7 @@ class Broker:
         self.log_cleaner: LogCleaner | None = None
         self.metadata_lock = asyncio.Lock()
         self.metrics = BrokerMetrics(self)
+        self.connection_limits = ConnectionLimits(config, self.metrics.registry)
         self.group_coordinator = GroupCoordinatorService(self)
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their
@@ -282,6 +284,7 @@ class Broker:
                      self.bound_ports[listener.name])
 
     async def _close_servers(self) -> None:
+        self.connection_limits.stop()
         for server in self._servers.values():
             server.close()
         for conn in list(self.connections):

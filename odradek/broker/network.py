@@ -4,8 +4,16 @@ Each connection reads size-prefixed frames; requests of one connection are
 handled strictly in order and their responses written in that order (Kafka's
 rule; clients pipeline requests and match responses by order and correlation
 id). A bounded queue of received frames lets a client pipeline without
-letting it buffer unbounded memory: past `MAX_QUEUED_FRAMES` the connection
-stops reading until the queue drains.
+letting it buffer unbounded memory: past `MAX_QUEUED_FRAMES` frames or
+`MAX_QUEUED_BYTES` bytes the connection stops reading until the queue drains.
+A peer that does not read its responses stops being read too: once the
+transport's write buffer passes its high-water mark, nothing more is read or
+handled until it drains, so a connection holds at most one response beyond it.
+
+Reading stops for any of several reasons at once (`pause_reading_for`): the
+queue, the write buffer, the broker's `queued.max.request.bytes` pool; it
+resumes when none is left. Connection quotas, idle expiry and the pool are
+connection_limits.py's; this module asks it and obeys.
 
 A frame whose size prefix is negative or above `socket.request.max.bytes`, or
 a request the broker cannot parse, closes that connection only.
@@ -17,16 +25,19 @@ import asyncio
 import collections
 import logging
 import socket
+import time
 from typing import Any, Protocol
 
 from ..protocol.framing import FrameDecoder, FrameTooLarge
 from ..security.resources import ANONYMOUS, Principal
+from .connection_limits import ConnectionLimits, peer_address
 from .metrics import BrokerMetrics
 from .pipeline import CLOSE
 
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_FRAMES = 64
+MAX_QUEUED_BYTES = 1 << 20  # whole requests queued; one larger request is still read
 
 
 class ConnectionHost(Protocol):
@@ -35,6 +46,7 @@ class ConnectionHost(Protocol):
     connections: set[KafkaConnection]
     metrics: BrokerMetrics
     socket_request_max_bytes: int
+    connection_limits: ConnectionLimits
 
     async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any: ...
 
@@ -52,9 +64,16 @@ class KafkaConnection(asyncio.Protocol):
         self.queue: collections.deque[bytes] = collections.deque()
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.peer_address = "?"
+        self.last_active_s = time.monotonic()
+        self.busy = False  # a request of this connection is being handled
+        self.limits = broker.connection_limits
+        self._request_bytes = self.limits.account(self)
+        self._queued_bytes = 0
+        self._pauses: set[str] = set()
+        self._admitted = False
         self._wakeup: asyncio.Future[None] | None = None
         self._can_write: asyncio.Future[None] | None = None
-        self._reading_paused = False
         self._closed = False
         self._task: asyncio.Task[None] | None = None
 
@@ -70,6 +89,12 @@ class KafkaConnection(asyncio.Protocol):
                 pass
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.peer_address = peer_address(peer)
+        if not self.limits.admit(self):
+            self._closed = True
+            transport.close()
+            return
+        self._admitted = True
         self.broker.connections.add(self)
         self._task = asyncio.get_running_loop().create_task(self._serve())
 
@@ -77,24 +102,30 @@ class KafkaConnection(asyncio.Protocol):
         if self._closed:
             return
         self.broker.metrics.bytes_in.inc(len(data))
+        self.last_active_s = time.monotonic()
+        decoder = self.decoder
         try:
-            frames = self.decoder.feed(data)
+            frames = decoder.feed(data)
         except FrameTooLarge as e:
             log.warning("closing connection from %s: %s", self.peer, e)
             self.close()
             return
+        self._request_bytes.read(frames, decoder.next_frame_bytes, decoder.buffered_bytes)
         if frames:
             self.queue.extend(frames)
-            if len(self.queue) >= MAX_QUEUED_FRAMES and not self._reading_paused:
-                assert self.transport is not None
-                self.transport.pause_reading()
-                self._reading_paused = True
+            self._queued_bytes += sum(map(len, frames))
+            if len(self.queue) >= MAX_QUEUED_FRAMES or self._queued_bytes >= MAX_QUEUED_BYTES:
+                self.pause_reading_for("queue")
             w = self._wakeup
             if w is not None and not w.done():
                 w.set_result(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
+        if self._admitted:
+            self._admitted = False
+            self.limits.release(self)
+            self._request_bytes.close()
         self.broker.connections.discard(self)
         for fut in (self._wakeup, self._can_write):
             if fut is not None and not fut.done():
@@ -103,10 +134,29 @@ class KafkaConnection(asyncio.Protocol):
     def pause_writing(self) -> None:
         if self._can_write is None or self._can_write.done():
             self._can_write = asyncio.get_running_loop().create_future()
+        self.pause_reading_for("write")
 
     def resume_writing(self) -> None:
+        self.last_active_s = time.monotonic()
         if self._can_write is not None and not self._can_write.done():
             self._can_write.set_result(None)
+        self.resume_reading_for("write")
+
+    def pause_reading_for(self, reason: str) -> None:
+        if self._closed or reason in self._pauses:
+            return
+        if not self._pauses:
+            assert self.transport is not None
+            self.transport.pause_reading()
+        self._pauses.add(reason)
+
+    def resume_reading_for(self, reason: str) -> None:
+        if reason not in self._pauses:
+            return
+        self._pauses.discard(reason)
+        if not self._pauses and not self._closed:
+            assert self.transport is not None
+            self.transport.resume_reading()
 
     # -- the request loop -------------------------------------------------------
 
@@ -120,6 +170,13 @@ class KafkaConnection(asyncio.Protocol):
             self._closed = True
             if self.transport is not None:
                 self.transport.close()
+
+    def abort(self) -> None:
+        """Close without flushing what the peer has not read (a peer that reads
+        nothing would otherwise keep a closing connection forever)."""
+        self._closed = True
+        if self.transport is not None:
+            self.transport.abort()
 
     async def _serve(self) -> None:
         loop = asyncio.get_running_loop()
@@ -137,11 +194,20 @@ class KafkaConnection(asyncio.Protocol):
                     await asyncio.sleep(self.muted_until - loop.time())
                     continue
                 frame = self.queue.popleft()
-                if self._reading_paused and len(self.queue) < MAX_QUEUED_FRAMES // 2:
-                    self._reading_paused = False
-                    assert self.transport is not None
-                    self.transport.resume_reading()
-                response = await handle(frame, self)
+                self._queued_bytes -= len(frame)
+                if (len(self.queue) < MAX_QUEUED_FRAMES // 2
+                        and self._queued_bytes < MAX_QUEUED_BYTES // 2):
+                    self.resume_reading_for("queue")
+                self.busy = True
+                try:
+                    response = await handle(frame, self)
+                finally:
+                    self.busy = False
+                    if not self._closed:
+                        self._request_bytes.answered(4 + len(frame))
+                    # A connection that waits for its next request must not keep
+                    # its last one alive (nor its last answer, below).
+                    del frame
                 if response is None:
                     continue
                 if response is CLOSE:
@@ -150,12 +216,14 @@ class KafkaConnection(asyncio.Protocol):
                 if self._closed:
                     return
                 assert self.transport is not None
+                self.last_active_s = time.monotonic()
                 if type(response) is list:
                     self.transport.writelines(response)
                     self.broker.metrics.bytes_out.inc(sum(map(len, response)))
                 else:
                     self.transport.write(response)  # type: ignore[arg-type]
                     self.broker.metrics.bytes_out.inc(len(response))  # type: ignore[arg-type]
+                del response
                 if self._can_write is not None and not self._can_write.done():
                     await self._can_write
         except asyncio.CancelledError:

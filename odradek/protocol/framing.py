@@ -148,3 +148,11 @@ class FrameDecoder:
     @property
     def buffered_bytes(self) -> int:
         return len(self._buf)
+
+    @property
+    def next_frame_bytes(self) -> int | None:
+        """The whole size (prefix included) of the frame partly buffered, once its
+        size prefix is in; None when the buffer holds less than a size prefix."""
+        if len(self._buf) < 4:
+            return None
+        return 4 + int(_I32.unpack_from(self._buf, 0)[0])

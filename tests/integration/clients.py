@@ -526,9 +526,12 @@ def compression_conf(client: str, codec: str) -> dict[str, Any]:
 class Wire:
     """One raw TCP connection to the broker, speaking size-prefixed frames."""
 
-    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+    def __init__(self, bootstrap: str, timeout: float = 10.0,
+                 source_ip: str | None = None) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout)
+        self.sock = socket.create_connection(
+            (host, int(port)), timeout=timeout,
+            source_address=(source_ip, 0) if source_ip else None)
         self.sock.settimeout(timeout)
         self.timeout = timeout
 

@@ -72,6 +72,14 @@ def _request_partitions(req: Any, use_ids: bool) -> list[SessionPartition]:
     return out
 
 
+def _replica_id(req: Any) -> int:
+    """The fetching follower's id (v15+ in replica_state), -1 for a consumer."""
+    state = getattr(req, "replica_state", None)
+    if state is not None:
+        return int(state.replica_id)
+    return int(getattr(req, "replica_id", -1))
+
+
 async def handle_fetch(broker: "FetchServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
     use_ids = version >= 13
@@ -88,7 +96,7 @@ async def handle_fetch(broker: "FetchServices", ctx: RequestContext, req: Any) -
         elif session_epoch == INITIAL_EPOCH:
             if session_id:
                 cache.close(session_id)
-            session = cache.open()
+            session = cache.open(len(requested), privileged=_replica_id(req) >= 0)
             if session is not None:
                 session.partitions = {(sp.topic_key, sp.partition): sp for sp in requested}
         else:
