@@ -275,6 +275,28 @@ def test_produce_bad_crc_is_corrupt_message(broker, topic_name, where):
     assert_broker_serves(broker.bootstrap)
 
 
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+def test_produce_garbage_records_behind_a_valid_crc_is_corrupt_message(broker, topic_name, codec):
+    """The fuzzer's find: the CRC only says the bytes are the client's; records that do
+    not decode (or do not decompress) were written and failed dump-log --verify."""
+    from crc32c import crc32c
+
+    from odradek.protocol.records import BATCH_OVERHEAD, Compression, Record, build_batch
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    ts = int(time.time() * 1000)
+    records = [Record(i, ts, b"k%d" % i, b"value-%d" % i * 4, ()) for i in range(3)]
+    batch = bytearray(build_batch(records, compression=Compression[codec.upper()]))
+    batch[BATCH_OVERHEAD + 1:] = bytes(range(7, 256))[: len(batch) - BATCH_OVERHEAD - 1]
+    struct.pack_into(">I", batch, BATCH_CRC_OFFSET, crc32c(bytes(batch[21:])))
+    p = _produce_raw(broker.bootstrap, topic_name, 0, bytes(batch), corr=33)
+    assert int(p.error_code) == CORRUPT_MESSAGE
+    assert watermarks(broker.bootstrap, topic_name, 0) == (0, 0)
+    d = ck_produce(broker.bootstrap, topic_name, [Out(b"good")])
+    assert d[0].offset == 0
+    assert_broker_serves(broker.bootstrap)
+
+
 def test_produce_raw_unknown_partition(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     p = _produce_raw(
