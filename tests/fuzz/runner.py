@@ -313,7 +313,6 @@ async def replay(broker: BrokerProcess, frames: list[bytes], verbose: bool = Fal
             outcome = await exchange(reader, writer, m)
         finally:
             _close(writer)
-        await asyncio.sleep(0.05)
         if verbose:
             print(f"replay: frame {i} ({len(wire)} bytes): {outcome}", file=sys.stderr)
         if not broker.is_running():
@@ -357,7 +356,7 @@ class Report:
     frames: int
     seconds: float
     stats: Stats
-    log_tracebacks: int
+    log_exceptions: Counter[str]
 
     def text(self) -> str:
         s = self.stats
@@ -366,19 +365,27 @@ class Report:
             f"({s.frames / max(self.seconds, 1e-9):.0f} frames/s); answered {s.answered}, "
             f"closed {s.closed}, parked {s.parked}, connections {s.connections}; 0 deaths; "
             f"RSS baseline {s.baseline_rss_bytes >> 20} MB, peak {s.peak_rss_bytes >> 20} MB; "
-            f"broker log tracebacks {self.log_tracebacks}"),
+            f"broker log tracebacks {sum(self.log_exceptions.values())}"),
         ]
+        lines += [f"  {n} x {line}" for line, n in self.log_exceptions.most_common(10)]
         if s.suspect_counts:
             lines.append("  well-formed frames the broker closed on: " + ", ".join(
                 f"{api.api_name(k)} {n}" for k, n in s.suspect_counts.most_common()))
         return "\n".join(lines)
 
 
-def count_tracebacks(log_path: Path) -> int:
+def log_exceptions(log_path: Path) -> Counter[str]:
+    """The exception line closing each traceback in the broker log, counted."""
     try:
-        return log_path.read_text(errors="replace").count("Traceback (most recent call last)")
+        lines = log_path.read_text(errors="replace").splitlines()
     except OSError:
-        return 0
+        return Counter()
+    found: Counter[str] = Counter()
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback (most recent call last)"):
+            tail = (ln for ln in lines[i + 1:] if ln and not ln[0].isspace())
+            found[next(tail, "?")[:200]] += 1
+    return found
 
 
 def run(frames: int, seed: int, corpus: Path = CORPUS_PATH, *, progress: bool = False,
@@ -404,13 +411,14 @@ def run(frames: int, seed: int, corpus: Path = CORPUS_PATH, *, progress: bool = 
         if code not in (0, -15):
             raise FuzzFailure(f"broker exited {code} on SIGTERM:\n{broker.log_tail()}")
         verify_logs(broker.data_dir)
-        report = Report(seed, frames, seconds, runner.stats, count_tracebacks(broker.log_path))
+        report = Report(seed, frames, seconds, runner.stats, log_exceptions(broker.log_path))
         if runner.stats.suspects:
             path = base / "closed-on-well-formed.bin"
             write_frames(path, [f for fs in runner.stats.suspects.values() for f in fs])
             print(f"fuzz: samples of well-formed frames the broker closed on: {path}",
                   file=sys.stderr)
         ok = True
+        keep = keep or bool(report.log_exceptions)
         return report
     finally:
         broker.close()
