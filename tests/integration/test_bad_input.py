@@ -35,6 +35,7 @@ API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUEST = 42
 SOCKET_REQUEST_MAX_BYTES = 104857600  # Kafka's socket.request.max.bytes default
 
 # The APIs of odradek's first milestone (api key -> name).
@@ -396,3 +397,35 @@ def test_pipelined_requests_answered_in_order(broker):
             assert err == 0
             got.append(corr)
     assert got == list(range(100, 120))
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_by_topic_id_before_v12_is_invalid_request(broker, version):
+    """Fuzzer find: a Metadata v10 with null topic names made a response kio could not
+    encode (the name is non-nullable before v12): the handler raised and the connection
+    closed. Kafka answers INVALID_REQUEST for every topic, a null name as ""."""
+    import io
+    import uuid
+
+    from kio.schema.metadata import v10, v11
+    from kio.serial import entity_writer
+
+    mod = {10: v10, 11: v11}[version]
+    req_cls, resp_cls = mod.request.MetadataRequest, mod.response.MetadataResponse
+    topic_id = uuid.UUID(int=0xB66)
+    req = req_cls(topics=(mod.request.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=None),
+                          mod.request.MetadataRequestTopic(topic_id=topic_id, name=None)),
+                  allow_auto_topic_creation=False,
+                  include_topic_authorized_operations=False,
+                  **({"include_cluster_authorized_operations": False} if version == 10 else {}))
+    buf = io.BytesIO()
+    entity_writer(req_cls)(buf, req)
+    with Wire(broker.bootstrap) as w:
+        w.send_request(3, version, 41, buf.getvalue())
+        frame = answered_or_closed(w)
+        assert frame is not None, "broker closed the connection instead of answering"
+        corr, resp = parse_response(frame, resp_cls, flexible_header=True)
+    assert corr == 41
+    assert [(t.name, t.topic_id, int(t.error_code)) for t in resp.topics] == [
+        ("", None, INVALID_REQUEST), ("", topic_id, INVALID_REQUEST)]  # kio: zero uuid = None
+    assert_broker_serves(broker.bootstrap)
