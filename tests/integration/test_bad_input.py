@@ -36,6 +36,7 @@ UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
 SOCKET_REQUEST_MAX_BYTES = 104857600  # Kafka's socket.request.max.bytes default
 
 # The APIs of odradek's first milestone (api key -> name).
@@ -428,4 +429,30 @@ def test_metadata_by_topic_id_before_v12_is_invalid_request(broker, version):
     assert corr == 41
     assert [(t.name, t.topic_id, int(t.error_code)) for t in resp.topics] == [
         ("", None, INVALID_REQUEST), ("", topic_id, INVALID_REQUEST)]  # kio: zero uuid = None
+    assert_broker_serves(broker.bootstrap)
+
+
+@pytest.mark.parametrize("num_partitions", [2**31 - 1, 2**28, 100_001])
+def test_create_topics_with_a_huge_partition_count_is_refused_at_once(broker, num_partitions):
+    """A CreateTopics whose num_partitions is a well-formed but huge int32: the
+    controller placed every partition before checking the per-request cap, so
+    2**31 - 1 meant building 2**31 replica assignments, and the broker stopped
+    answering anyone. It is refused at once with the cap's error (Kafka's
+    POLICY_VIOLATION, as test_admin pins for 10,001 partitions); nothing is created.
+    librdkafka refuses more than 100000 itself, so the request is raw."""
+    body = (struct.pack(">i", 1)  # one topic
+            + struct.pack(">h", 4) + b"huge" + struct.pack(">ihii", num_partitions, 1, 0, 0)
+            + struct.pack(">i?", 10000, False))
+    with Wire(broker.bootstrap) as w:
+        w.send_request(19, 4, 63, body, header_version=1)
+        t0 = time.monotonic()
+        frame = answered_or_closed(w, 10)
+        assert time.monotonic() - t0 < 5
+    assert frame is not None
+    from kio.schema.create_topics.v4.response import CreateTopicsResponse
+
+    corr, resp = parse_response(frame, CreateTopicsResponse, flexible_header=False)
+    assert corr == 63
+    [t] = resp.topics
+    assert (t.name, int(t.error_code)) == ("huge", POLICY_VIOLATION)
     assert_broker_serves(broker.bootstrap)
