@@ -54,6 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--connections", type=int, default=CONNECTIONS)
     p.add_argument("--rss-bound-mb", type=int, default=DEFAULT_RSS_BOUND_MB,
                    help="RSS allowed above the broker's baseline")
+    p.add_argument("--seconds", type=float, default=None,
+                   help="stop sending after this long (then the end checks run)")
     p.add_argument("--keep", action="store_true", help="keep the broker's data dir and log")
     args = p.parse_args(argv)
     if args.record:
@@ -77,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         report = run(args.frames, seed, args.corpus, progress=True,
                      rss_bound_mb=args.rss_bound_mb, connections=args.connections,
-                     keep=args.keep)
+                     keep=args.keep, max_seconds=args.seconds)
     except FuzzFailure as e:
         print(e, file=sys.stderr)
         return 1

@@ -15,8 +15,10 @@ one to three operations:
   attributes on, or its record count set to an edge value, and the CRC32C
   recomputed, so the broker's validation past the CRC is what is tested;
 - ``header``: api version or key changed;
-- ``bitflip``, ``overwrite``, ``truncate``, ``insert``, ``duplicate``
-  (a range copied elsewhere), ``delete`` (a range cut out).
+- ``bitflip``, ``overwrite``, ``int`` (an int32 anywhere set to an edge
+  value: value fields such as num_partitions are counts too), ``truncate``,
+  ``insert``, ``duplicate`` (a range copied elsewhere), ``delete`` (a range
+  cut out).
 
 The structure-aware operations (length, batch, header) come first, on the
 seed's own layout; the blind ones follow. The 4-byte size prefix matches the
@@ -53,7 +55,7 @@ RECORDS_COUNT_AT = 57
 MAX_INSERT_BYTES = 64
 # Operation weights: (name, weight).
 STRUCTURED_OPS = (("length", 40), ("batch", 12), ("header", 5))
-BLIND_OPS = (("bitflip", 15), ("overwrite", 10), ("truncate", 6), ("insert", 6),
+BLIND_OPS = (("bitflip", 15), ("overwrite", 10), ("int", 8), ("truncate", 6), ("insert", 6),
              ("duplicate", 5), ("delete", 5))
 
 _I16 = struct.Struct(">h")
@@ -214,6 +216,11 @@ def _blind(rng: random.Random, body: bytearray, op: str) -> str:
         else:
             body[pos:pos + k] = bytes([rng.choice(INTERESTING_BYTES)]) * k
         return f"overwrite@{pos}+{k}"
+    if op == "int" and n >= 4:  # a count or size in a value field (num_partitions 2**31-1)
+        pos = rng.randrange(n - 3)
+        value = rng.choice(EDGE_LENGTHS)
+        _I32.pack_into(body, pos, max(-(2**31), min(2**31 - 1, value)))
+        return f"int@{pos}:{value}"
     if op == "truncate":
         pos = rng.randrange(n)
         del body[pos:]

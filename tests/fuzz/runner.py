@@ -276,10 +276,12 @@ class Runner:
         self.stats.peak_rss_bytes = max(self.stats.peak_rss_bytes, rss)
         return rss
 
-    async def fuzz(self, frames: int, progress: bool = False) -> None:
+    async def fuzz(self, frames: int, progress: bool = False,
+                   max_seconds: float | None = None) -> None:
         self.stats.baseline_rss_bytes = self.rss()
         started = time.monotonic()
-        while self._next < frames:
+        while self._next < frames and (
+                max_seconds is None or time.monotonic() - started < max_seconds):
             self._end = min(frames, self._next + BATCH_FRAMES)
             await asyncio.gather(*(self._worker(w) for w in range(self.connections)))
             await self.health()
@@ -390,7 +392,7 @@ def log_exceptions(log_path: Path) -> Counter[str]:
 
 def run(frames: int, seed: int, corpus: Path = CORPUS_PATH, *, progress: bool = False,
         rss_bound_mb: int = DEFAULT_RSS_BOUND_MB, connections: int = CONNECTIONS,
-        keep: bool = False) -> Report:
+        keep: bool = False, max_seconds: float | None = None) -> Report:
     """One fuzz run against a fresh broker; raises FuzzFailure on any failure."""
     base = Path(tempfile.mkdtemp(prefix="odradek-fuzz-"))
     mutator = Mutator(read_frames(corpus))
@@ -400,7 +402,7 @@ def run(frames: int, seed: int, corpus: Path = CORPUS_PATH, *, progress: bool = 
         asyncio.run(replay(broker, read_frames(corpus)))
         runner = Runner(broker, mutator, seed, rss_bound_mb, base, connections)
         started = time.monotonic()
-        asyncio.run(runner.fuzz(frames, progress))
+        asyncio.run(runner.fuzz(frames, progress, max_seconds))
         seconds = time.monotonic() - started
         real_client_round_trip(broker.bootstrap)
         runner.rss()
@@ -411,7 +413,7 @@ def run(frames: int, seed: int, corpus: Path = CORPUS_PATH, *, progress: bool = 
         if code not in (0, -15):
             raise FuzzFailure(f"broker exited {code} on SIGTERM:\n{broker.log_tail()}")
         verify_logs(broker.data_dir)
-        report = Report(seed, frames, seconds, runner.stats, log_exceptions(broker.log_path))
+        report = Report(seed, runner.stats.frames, seconds, runner.stats, log_exceptions(broker.log_path))
         if runner.stats.suspects:
             path = base / "closed-on-well-formed.bin"
             write_frames(path, [f for fs in runner.stats.suspects.values() for f in fs])
