@@ -414,7 +414,7 @@ def run(frames: int, seed: int, corpus: Path = CORPUS_PATH, *, progress: bool = 
             raise FuzzFailure(f"broker exited {code} on SIGTERM:\n{broker.log_tail()}")
         verify_logs(broker.data_dir)
         report = Report(seed, runner.stats.frames, seconds, runner.stats, log_exceptions(broker.log_path))
-        if runner.stats.suspects:
+        if runner.stats.suspects and (keep or report.log_exceptions):
             path = base / "closed-on-well-formed.bin"
             write_frames(path, [f for fs in runner.stats.suspects.values() for f in fs])
             print(f"fuzz: samples of well-formed frames the broker closed on: {path}",

@@ -19,7 +19,7 @@ from tests.fuzz.runner import run
 pytestmark = [pytest.mark.timeout(150), pytest.mark.odradek_only]
 
 FIXED_SEED = 12
-FRAMES_PER_RUN = 12_000
+FRAMES_PER_RUN = 10_000
 
 
 def test_fuzzed_frames_with_the_fixed_seed_leave_the_broker_serving() -> None:
