@@ -206,12 +206,16 @@ class Controller:
                         f"{live_brokers} broker(s) are registered.",
                     )
                     continue
-                assignment = self._assign(image, 0, num_partitions, rf)
+                assignment = None  # placed below, once the count is known to be bounded
             if created_partitions + num_partitions > MAX_PARTITIONS_PER_REQUEST:
+                # Checked before placement: num_partitions 2**31-1 would place 2**31
+                # partitions first (the fuzzer's CreateTopics that hung the broker).
                 results[t.name] = Result(
                     POLICY_VIOLATION, "Excessively large number of partitions per request."
                 )
                 continue
+            if assignment is None:
+                assignment = self._assign(image, 0, num_partitions, rf)
             problem = self.validate_configs(t.configs)
             if problem:
                 results[t.name] = Result(INVALID_CONFIG, problem)

@@ -10,10 +10,11 @@ headers included; the two users here need less and run per record:
   are (or with a new timestamp delta when the batch gets a delete horizon),
   so ``scan_records`` returns positions into the (decompressed) records blob
   rather than objects;
-* Produce to a compacted topic must reject a record without a key (Kafka's
-  ``LogValidator``), so ``keyless_record_indexes`` walks each record only up to
-  its key length. That is per-record Python work on the produce path, done only
-  for topics whose ``cleanup.policy`` contains ``compact``, as Kafka does.
+* Produce checks every record as Kafka's ``LogValidator`` does
+  (``check_records``): a CRC-valid batch whose records do not decode must get
+  CORRUPT_MESSAGE, not be written (the fuzzer, tests/fuzz/, wrote such
+  batches), and a compacted topic rejects a record without a key. That is
+  per-record Python work on the produce path, lengths only, as in Kafka.
 
 The record layout is in protocol/records.py. Malformed records raise
 ``InvalidRecords(CORRUPT_MESSAGE)``; no read goes past the records blob.
@@ -34,7 +35,7 @@ from odradek.protocol.records import (
 )
 
 __all__ = [
-    "ScannedRecords", "keyless_record_indexes", "records_blob", "scan_records", "write_varint",
+    "ScannedRecords", "check_records", "records_blob", "scan_records", "write_varint",
 ]
 
 _MAX_VARINT_SHIFT = 63
@@ -178,29 +179,75 @@ def scan_records(
     return out
 
 
-def keyless_record_indexes(
+def check_records(
     batch: bytes | bytearray | memoryview,
     header: BatchHeader,
-    limit: int,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
 ) -> list[int]:
-    """Indexes (in batch order) of the records that have no key, at most ``limit``."""
+    """Check every record of a produced batch as Kafka's ``LogValidator`` does;
+    return the indexes (in batch order) of the records that have no key.
+
+    The CRC only proves the bytes are the client's: a batch whose compressed
+    data does not decompress, or whose records do not decode, would be written
+    and then fail every consumer, so it is refused with CORRUPT_MESSAGE here
+    (the same rules as ``decode_batch_records``, which ``dump-log --verify``
+    uses): the record count, each record's length, key, value and headers
+    (non-null, UTF-8 keys) inside the record, nothing after the last one.
+    Lengths are read, no value is copied.
+    """
     buf, pos, stop = records_blob(batch, header, max_decompressed_bytes)
-    found: list[int] = []
+    if not isinstance(buf, bytes):
+        buf, pos, stop = bytes(buf[pos:stop]), 0, stop - pos
+    keyless: list[int] = []
+    varint = _varint
     try:
         for i in range(header.records_count):
-            length, pos = _varint(buf, pos)
+            b = buf[pos]
+            if b < 0x80:
+                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, pos = varint(buf, pos)
             end = pos + length
             if length < 1 or end > stop:
                 raise InvalidRecords(CORRUPT_MESSAGE, "record length out of bounds")
-            _, pos = _varint(buf, pos + 1)  # timestamp delta
-            _, pos = _varint(buf, pos)  # offset delta
-            key_length, _ = _varint(buf, pos)
-            if key_length < 0:
-                found.append(i)
-                if len(found) >= limit:
-                    break
-            pos = end
+            pos += 1  # the attributes byte
+            _, pos = varint(buf, pos)  # timestamp delta
+            _, pos = varint(buf, pos)  # offset delta
+            key_length, pos = varint(buf, pos)
+            if key_length == -1:
+                keyless.append(i)
+            pos = _skip_field(key_length, pos, end)
+            value_length, pos = varint(buf, pos)
+            pos = _skip_field(value_length, pos, end)
+            header_count, pos = varint(buf, pos)
+            if header_count < 0 or header_count > length:
+                raise InvalidRecords(CORRUPT_MESSAGE, "invalid record header count")
+            for _ in range(header_count):
+                key_length, pos = varint(buf, pos)
+                if key_length < 0:
+                    raise InvalidRecords(CORRUPT_MESSAGE, "null record header key")
+                key_end = _skip_field(key_length, pos, end)
+                try:
+                    buf[pos:key_end].decode("utf-8")
+                except UnicodeDecodeError:
+                    raise InvalidRecords(
+                        CORRUPT_MESSAGE, "record header key is not utf-8") from None
+                value_length, pos = varint(buf, key_end)
+                pos = _skip_field(value_length, pos, end)
+            if pos != end:
+                raise InvalidRecords(CORRUPT_MESSAGE, "record length does not match its fields")
     except IndexError:
         raise InvalidRecords(CORRUPT_MESSAGE, "record runs past the end of its batch") from None
-    return found
+    if pos != stop:
+        raise InvalidRecords(CORRUPT_MESSAGE, "record batch has trailing bytes after its records")
+    return keyless
+
+
+def _skip_field(length: int, pos: int, end: int) -> int:
+    """Past a key, value or header field of ``length`` bytes (-1 = null) at ``pos``."""
+    if length < -1:
+        raise InvalidRecords(CORRUPT_MESSAGE, f"invalid field length {length}")
+    pos += max(length, 0)
+    if pos > end:
+        raise InvalidRecords(CORRUPT_MESSAGE, "record field runs past the record")
+    return pos

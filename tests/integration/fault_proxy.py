@@ -9,7 +9,9 @@ after the broker has processed the request:
   and retries it; the broker has already applied it);
 - ``delay_s``: each response of ``api_key`` is held that long before it goes on.
 
-At most ``max_drops`` responses are dropped, so a test always ends. The
+At most ``max_drops`` responses are dropped, so a test always ends. With
+``record_requests`` it also keeps every request frame clients send, size
+prefix included, in ``requests`` (the fuzzer's recorder, tests/fuzz/record.py). The
 broker must advertise the proxy's address (``advertised.listeners``) so the
 clients come back through it after bootstrap. Threads, one pair per
 connection; every socket has a timeout and ``close()`` ends them all.
@@ -51,7 +53,8 @@ def _read_frame(sock: socket.socket) -> bytes | None:
 
 class FaultProxy:
     def __init__(self, listen_port: int, target_port: int, api_key: int = 0,
-                 drop_every: int = 0, max_drops: int = 5, delay_s: float = 0.0) -> None:
+                 drop_every: int = 0, max_drops: int = 5, delay_s: float = 0.0,
+                 record_requests: bool = False) -> None:
         self.target_port = target_port
         self.api_key = api_key
         self.drop_every = drop_every
@@ -59,6 +62,8 @@ class FaultProxy:
         self.delay_s = delay_s
         self.drops = 0
         self.responses_seen = 0
+        self.record_requests = record_requests
+        self.requests: list[bytes] = []
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
         self._closed = False
@@ -102,6 +107,9 @@ class FaultProxy:
                     break
                 api_key, _version, correlation = struct.unpack_from(">hhi", frame, 4)
                 pending[correlation] = api_key
+                if self.record_requests:
+                    with self._lock:
+                        self.requests.append(frame)
                 upstream.sendall(frame)
         except OSError:
             pass

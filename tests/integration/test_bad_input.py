@@ -35,6 +35,8 @@ API_VERSIONS = 18
 UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
 SOCKET_REQUEST_MAX_BYTES = 104857600  # Kafka's socket.request.max.bytes default
 
 # The APIs of odradek's first milestone (api key -> name).
@@ -275,6 +277,28 @@ def test_produce_bad_crc_is_corrupt_message(broker, topic_name, where):
     assert_broker_serves(broker.bootstrap)
 
 
+@pytest.mark.parametrize("codec", ["none", "gzip", "zstd"])
+def test_produce_garbage_records_behind_a_valid_crc_is_corrupt_message(broker, topic_name, codec):
+    """The fuzzer's find: the CRC only says the bytes are the client's; records that do
+    not decode (or do not decompress) were written and failed dump-log --verify."""
+    from crc32c import crc32c
+
+    from odradek.protocol.records import BATCH_OVERHEAD, Compression, Record, build_batch
+
+    create_topic(broker.bootstrap, topic_name, 1)
+    ts = int(time.time() * 1000)
+    records = [Record(i, ts, b"k%d" % i, b"value-%d" % i * 4, ()) for i in range(3)]
+    batch = bytearray(build_batch(records, compression=Compression[codec.upper()]))
+    batch[BATCH_OVERHEAD + 1:] = bytes(range(7, 256))[: len(batch) - BATCH_OVERHEAD - 1]
+    struct.pack_into(">I", batch, BATCH_CRC_OFFSET, crc32c(bytes(batch[21:])))
+    p = _produce_raw(broker.bootstrap, topic_name, 0, bytes(batch), corr=33)
+    assert int(p.error_code) == CORRUPT_MESSAGE
+    assert watermarks(broker.bootstrap, topic_name, 0) == (0, 0)
+    d = ck_produce(broker.bootstrap, topic_name, [Out(b"good")])
+    assert d[0].offset == 0
+    assert_broker_serves(broker.bootstrap)
+
+
 def test_produce_raw_unknown_partition(broker, topic_name):
     create_topic(broker.bootstrap, topic_name, 1)
     p = _produce_raw(
@@ -374,3 +398,61 @@ def test_pipelined_requests_answered_in_order(broker):
             assert err == 0
             got.append(corr)
     assert got == list(range(100, 120))
+
+
+@pytest.mark.parametrize("version", [10, 11])
+def test_metadata_by_topic_id_before_v12_is_invalid_request(broker, version):
+    """Fuzzer find: a Metadata v10 with null topic names made a response kio could not
+    encode (the name is non-nullable before v12): the handler raised and the connection
+    closed. Kafka answers INVALID_REQUEST for every topic, a null name as ""."""
+    import io
+    import uuid
+
+    from kio.schema.metadata import v10, v11
+    from kio.serial import entity_writer
+
+    mod = {10: v10, 11: v11}[version]
+    req_cls, resp_cls = mod.request.MetadataRequest, mod.response.MetadataResponse
+    topic_id = uuid.UUID(int=0xB66)
+    req = req_cls(topics=(mod.request.MetadataRequestTopic(topic_id=uuid.UUID(int=0), name=None),
+                          mod.request.MetadataRequestTopic(topic_id=topic_id, name=None)),
+                  allow_auto_topic_creation=False,
+                  include_topic_authorized_operations=False,
+                  **({"include_cluster_authorized_operations": False} if version == 10 else {}))
+    buf = io.BytesIO()
+    entity_writer(req_cls)(buf, req)
+    with Wire(broker.bootstrap) as w:
+        w.send_request(3, version, 41, buf.getvalue())
+        frame = answered_or_closed(w)
+        assert frame is not None, "broker closed the connection instead of answering"
+        corr, resp = parse_response(frame, resp_cls, flexible_header=True)
+    assert corr == 41
+    assert [(t.name, t.topic_id, int(t.error_code)) for t in resp.topics] == [
+        ("", None, INVALID_REQUEST), ("", topic_id, INVALID_REQUEST)]  # kio: zero uuid = None
+    assert_broker_serves(broker.bootstrap)
+
+
+@pytest.mark.parametrize("num_partitions", [2**31 - 1, 2**28, 100_001])
+def test_create_topics_with_a_huge_partition_count_is_refused_at_once(broker, num_partitions):
+    """A CreateTopics whose num_partitions is a well-formed but huge int32: the
+    controller placed every partition before checking the per-request cap, so
+    2**31 - 1 meant building 2**31 replica assignments, and the broker stopped
+    answering anyone. It is refused at once with the cap's error (Kafka's
+    POLICY_VIOLATION, as test_admin pins for 10,001 partitions); nothing is created.
+    librdkafka refuses more than 100000 itself, so the request is raw."""
+    body = (struct.pack(">i", 1)  # one topic
+            + struct.pack(">h", 4) + b"huge" + struct.pack(">ihii", num_partitions, 1, 0, 0)
+            + struct.pack(">i?", 10000, False))
+    with Wire(broker.bootstrap) as w:
+        w.send_request(19, 4, 63, body, header_version=1)
+        t0 = time.monotonic()
+        frame = answered_or_closed(w, 10)
+        assert time.monotonic() - t0 < 5
+    assert frame is not None
+    from kio.schema.create_topics.v4.response import CreateTopicsResponse
+
+    corr, resp = parse_response(frame, CreateTopicsResponse, flexible_header=False)
+    assert corr == 63
+    [t] = resp.topics
+    assert (t.name, int(t.error_code)) == ("huge", POLICY_VIOLATION)
+    assert_broker_serves(broker.bootstrap)

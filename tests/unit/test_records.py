@@ -10,6 +10,7 @@ from crc32c import crc32c
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.protocol.record_scan import check_records
 from odradek.protocol.records import (
     ATTRIBUTES_OFFSET,
     BATCH_OVERHEAD,
@@ -400,3 +401,55 @@ def test_crc_helper_and_header_walk() -> None:
     assert all(batch_crc_ok(buf, h) for h in headers)
     with pytest.raises(InvalidRecords):
         parse_batch_header(buf[:60])
+
+
+# -- records behind a valid CRC (the fuzzer's find: such batches were written) ------------
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), codec=st.sampled_from(list(Compression)))
+def test_check_records_refuses_exactly_what_does_not_decode(
+    data: st.DataObject, codec: Compression
+) -> None:
+    """Damage after the CRC'd header fields, with the CRC made right again: produce's
+    record check (Kafka's LogValidator) and the decoder dump-log --verify uses agree."""
+    batch = bytearray(build_batch(_records(4), compression=codec))
+    for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
+        bit = data.draw(st.integers(min_value=BATCH_OVERHEAD * 8, max_value=len(batch) * 8 - 1))
+        batch[bit // 8] ^= 1 << (bit % 8)
+    _recompute_crc(batch)
+    [header] = validate_produce_records(batch, MAX_BYTES)
+    try:
+        decoded = decode_batch_records(batch, header)
+    except InvalidRecords:
+        decoded = None
+    if decoded is None:
+        with pytest.raises(InvalidRecords) as info:
+            check_records(batch, header)
+        assert info.value.error_code == CORRUPT_MESSAGE
+    else:
+        assert check_records(batch, header) == [i for i, r in enumerate(decoded) if r.key is None]
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4,
+                                   Compression.ZSTD])
+def test_garbage_compressed_records_with_a_valid_crc_are_corrupt_message(
+    codec: Compression,
+) -> None:
+    batch = bytearray(build_batch(_records(4), compression=codec))
+    batch[BATCH_OVERHEAD:] = bytes(range(256))[: len(batch) - BATCH_OVERHEAD]
+    _recompute_crc(batch)
+    [header] = validate_produce_records(batch, MAX_BYTES)
+    with pytest.raises(InvalidRecords) as info:
+        check_records(batch, header)
+    assert info.value.error_code == CORRUPT_MESSAGE
+
+
+def test_record_count_above_the_records_present_is_corrupt_message() -> None:
+    batch = bytearray(build_batch(_records(2)))
+    struct.pack_into(">i", batch, 57, 3)  # recordsCount
+    struct.pack_into(">i", batch, 23, 2)  # lastOffsetDelta, kept consistent
+    _recompute_crc(batch)
+    [header] = validate_produce_records(batch, MAX_BYTES)
+    with pytest.raises(InvalidRecords, match="past the end"):
+        check_records(batch, header)

@@ -77,6 +77,10 @@ def topic_entry(topic: TopicImage, image: MetadataImage | None = None) -> dict[s
     }
 
 
+# Metadata v12 (KIP-516) is the first to look topics up by id and name them nullable.
+TOPIC_IDS_VERSION = 12
+
+
 def error_topic(name: str | None, code: int, topic_id: uuid.UUID = ZERO_UUID) -> dict[str, Any]:
     return {
         "error_code": code,
@@ -98,6 +102,13 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
     topics: list[dict[str, Any]] = []
     if requested is None:
         topics = [topic_entry(t, image) for _, t in sorted(image.topics_by_name.items())]
+    elif version < TOPIC_IDS_VERSION and any(
+        t.name is None or getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID for t in requested
+    ):
+        # Kafka: topic ids need v12, and v10-11 responses cannot carry a null name;
+        # the whole request is INVALID_REQUEST, a null name answered as "".
+        topics = [error_topic(t.name or "", E.INVALID_REQUEST,
+                              getattr(t, "topic_id", ZERO_UUID) or ZERO_UUID) for t in requested]
     else:
         to_create: list[str] = []
         for t in requested:

@@ -14,8 +14,8 @@ from typing import Any
 
 from ...protocol import errors as E
 from ...protocol.entities import ms
-from ...protocol.record_scan import keyless_record_indexes
-from ...protocol.records import BatchHeader, InvalidRecords, validate_produce_records
+from ...protocol.record_scan import check_records
+from ...protocol.records import InvalidRecords, validate_produce_records
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
 from ..producer_checks import check_producer_batch
@@ -67,18 +67,8 @@ def _timestamp_problem(headers: Any, config: Any) -> str | None:
 MAX_RECORD_ERRORS = 100
 
 
-def _keyless_record_error(
-    buf: bytearray, header: BatchHeader, topic: str, index: int
-) -> dict[str, Any] | None:
-    """Kafka's ``LogValidator.validateKey``: a compacted topic needs a key on every
-    record. This decodes the records (up to each key) - per-record work on the
-    produce path, done only for topics whose cleanup.policy has ``compact``."""
-    try:
-        keyless = keyless_record_indexes(buf, header, header.records_count)
-    except InvalidRecords as e:
-        return _partition_error(index, e.error_code, e.message)
-    if not keyless:
-        return None
+def _keyless_record_error(keyless: list[int], topic: str, index: int) -> dict[str, Any]:
+    """Kafka's ``LogValidator.validateKey``: a compacted topic needs a key on every record."""
     why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}"
     shown = ", ".join(f"RecordError(batchIndex={i}, message='{why}')" for i in keyless[:3])
     answer = _partition_error(
@@ -152,11 +142,14 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                     )
                 )
                 continue
-            if "compact" in plog.config.cleanup_policy.split(","):
-                keyless = _keyless_record_error(buf, headers[0], name, index)
-                if keyless is not None:
-                    parts.append(keyless)
-                    continue
+            try:  # every record decodes (Kafka's LogValidator); which have no key
+                keyless = check_records(buf, headers[0])
+            except InvalidRecords as e:
+                parts.append(_partition_error(index, e.error_code, e.message))
+                continue
+            if keyless and "compact" in plog.config.cleanup_policy.split(","):
+                parts.append(_keyless_record_error(keyless, name, index))
+                continue
             if acks == -1 and len(part.isr) < plog.config.min_insync_replicas:
                 parts.append(
                     _partition_error(
