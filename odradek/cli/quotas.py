@@ -136,7 +136,7 @@ def _ask(args: argparse.Namespace, components: list[dict[str, Any]], strict: boo
     finally:
         conn.close()
     if resp.error_code.value != 0:
-        return f"{resp.error_code.name}: {resp.error_message}"
+        return f"{resp.error_code.name.upper()}: {resp.error_message}"
     return resp
 
 
@@ -165,7 +165,7 @@ def _alter(args: argparse.Namespace) -> int:
         conn.close()
     (entry,) = resp.entries
     if entry.error_code.value != 0:
-        return _fail(f"{entry.error_code.name}: {entry.error_message}")
+        return _fail(f"{entry.error_code.name.upper()}: {entry.error_message}")
     verb = "Validated" if args.validate_only else "Completed updating"
     print(f"{verb} config for {_show(parts)}.")
     return 0
