@@ -376,6 +376,9 @@ _DEFS: list[ConfigDef] = [
     _d("ssl.cipher.suites", LI, [], "Cipher suites (empty: all supported).", LOW),
     _d("ssl.endpoint.identification.algorithm", S, "https", "Host name verification "
        "('https', or empty to disable).", LOW),
+    _d("ssl.principal.mapping.rules", S, "DEFAULT", "Rules mapping a client certificate's "
+       "distinguished name to a principal name: DEFAULT or RULE:pattern/replacement/[LU], "
+       "comma-separated, first match wins.", LOW),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
@@ -426,7 +429,7 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     sasl.server.callback.handler.class sasl.server.max.receive.size security.providers
     socket.connection.setup.timeout.max.ms socket.connection.setup.timeout.ms
     ssl.allow.dn.changes ssl.allow.san.changes ssl.engine.factory.class ssl.keymanager.algorithm
-    ssl.principal.mapping.rules ssl.provider ssl.secure.random.implementation
+    ssl.provider ssl.secure.random.implementation
     ssl.trustmanager.algorithm telemetry.max.bytes transaction.partition.verification.enable
     unstable.api.versions.enable unstable.feature.versions.enable zookeeper.connection.timeout.ms
     zookeeper.session.timeout.ms zookeeper.set.acl
