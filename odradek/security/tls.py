@@ -554,9 +554,12 @@ class PrincipalMapper:
             rule = m.group(1)
             if not rule:
                 continue
-            r = _RULE_PARSER.fullmatch(rule)
-            if r is None or r.group(5):
+            # Kafka's parseRules: lookingAt, then the match must have used the whole rule
+            r = _RULE_PARSER.match(rule)
+            if r is None or r.end() != len(rule):
                 raise ConfigError(key, f"invalid rule `{rule}`", text)
+            if not r.group(1) and r.group(2) is None:
+                continue  # the empty alternative: nothing
             if r.group(1):
                 parsed.append(_Rule(None, "", ""))
                 continue
