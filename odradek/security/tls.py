@@ -693,7 +693,8 @@ class TlsSession:
             except ssl.SSLZeroReturnError:
                 self.peer_closed = True
                 break
-            if not chunk:
+            if not chunk:  # CPython's read answers close_notify with b""
+                self.peer_closed = True
                 break
             chunks.append(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import ssl
 from typing import Any
@@ -311,3 +312,22 @@ def test_invalid_principal_mapping_rules(rules: str) -> None:
 def test_no_matching_rule_fails() -> None:
     with pytest.raises(NoMatchingRule):
         PrincipalMapper.from_rules("RULE:^CN=admin,.*$/admin/").name("CN=other,O=x")
+
+
+def test_close_notify_is_seen(certs: TlsFiles) -> None:
+    # CPython's SSLObject.read answers a close_notify with b"" (aiokafka's close waits for
+    # ours: a broker that missed it held every closing asyncio client for 30 s)
+    session = TlsSession(server_context(settings(**certs.server_pem_config())))
+    c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = client_for(certs).wrap_bio(c_in, c_out, server_hostname="127.0.0.1")
+    while not session.handshake_done:
+        with contextlib.suppress(ssl.SSLWantReadError):
+            client.do_handshake()
+        session.receive(c_out.read())
+        c_in.write(session.outgoing())
+    client.do_handshake()
+    with contextlib.suppress(ssl.SSLWantReadError):
+        client.unwrap()
+    assert session.receive(c_out.read()) == b"" and session.peer_closed
+    c_in.write(session.close())
+    client.unwrap()  # the client got our close_notify
