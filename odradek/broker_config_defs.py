@@ -366,13 +366,14 @@ _DEFS: list[ConfigDef] = [
        "controller.", MEDIUM),
     _d("ssl.keystore.location", S, None, "Key store (or PEM) file of this node.", HIGH),
     _d("ssl.keystore.password", P, None, "Key store password.", HIGH),
-    _d("ssl.keystore.type", S, "JKS", "Key store format.", MEDIUM),
+    _d("ssl.keystore.type", S, "JKS", "Key store format: PEM or PKCS12 (JKS, Kafka's "
+       "default, is refused with the keytool command that converts it).", MEDIUM),
     _d("ssl.key.password", P, None, "Private key password.", HIGH),
     _d("ssl.keystore.certificate.chain", P, None, "PEM certificate chain.", HIGH),
     _d("ssl.keystore.key", P, None, "PEM private key.", HIGH),
     _d("ssl.truststore.location", S, None, "Trust store file.", HIGH),
     _d("ssl.truststore.password", P, None, "Trust store password.", HIGH),
-    _d("ssl.truststore.type", S, "JKS", "Trust store format.", MEDIUM),
+    _d("ssl.truststore.type", S, "JKS", "Trust store format: PEM or PKCS12.", MEDIUM),
     _d("ssl.truststore.certificates", P, None, "PEM trusted certificates.", HIGH),
     _d("ssl.client.auth", S, "none", "Whether clients must present a certificate.", MEDIUM,
        one_of("required", "requested", "none")),
@@ -382,6 +383,9 @@ _DEFS: list[ConfigDef] = [
     _d("ssl.cipher.suites", LI, [], "Cipher suites (empty: all supported).", LOW),
     _d("ssl.endpoint.identification.algorithm", S, "https", "Host name verification "
        "('https', or empty to disable).", LOW),
+    _d("ssl.principal.mapping.rules", S, "DEFAULT", "Rules mapping a client certificate's "
+       "distinguished name to a principal name: DEFAULT or RULE:pattern/replacement/[LU], "
+       "comma-separated, first match wins.", LOW),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {d.name: d for d in _DEFS}
@@ -432,7 +436,7 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     sasl.server.callback.handler.class sasl.server.max.receive.size security.providers
     socket.connection.setup.timeout.max.ms socket.connection.setup.timeout.ms
     ssl.allow.dn.changes ssl.allow.san.changes ssl.engine.factory.class ssl.keymanager.algorithm
-    ssl.principal.mapping.rules ssl.provider ssl.secure.random.implementation
+    ssl.provider ssl.secure.random.implementation
     ssl.trustmanager.algorithm telemetry.max.bytes transaction.partition.verification.enable
     unstable.api.versions.enable unstable.feature.versions.enable zookeeper.connection.timeout.ms
     zookeeper.session.timeout.ms zookeeper.set.acl

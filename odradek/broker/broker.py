@@ -31,6 +31,7 @@ from ..metadata.raft_quorum import RaftMetadataQuorum, raft_config
 from ..protocol.client import ChannelError, stop_tasks
 from ..replication.leader_replication import LeaderReplication, ReplicationHost
 from ..replication.replica_manager import ReplicaManager
+from ..security.tls import ListenerTls
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
 from ..storage.log import kafka_uuid_string
@@ -72,6 +73,9 @@ DIR_FAILURE_RETRY_BACKOFF_S = 0.5
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
+        # TLS contexts of the TLS listeners and of the listeners this node dials: a
+        # bad ssl.* key stops start-up here with a ConfigError naming it.
+        self.tls = ListenerTls(config)
         self.node_id: int = config.node_id
         self.socket_request_max_bytes: int = config.get("socket.request.max.bytes")
         self.connections: set[KafkaConnection] = set()
@@ -90,7 +94,7 @@ class Broker:
         self.quorum: MetadataQuorum = (
             MetadataQuorum(self.metadata_dir, self.node_id, settings) if raft is None
             else RaftMetadataQuorum(self.metadata_dir, self.node_id, raft, self.cluster_id,
-                                    settings)
+                                    settings, self.tls.controller_client_context())
         )
         self.controller = Controller(
             default_num_partitions=config.get("num.partitions"),

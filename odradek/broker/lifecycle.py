@@ -58,6 +58,7 @@ from ..metadata.quorum import METADATA_TOPIC, MetadataQuorum
 from ..protocol import api
 from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
 from ..raft.log import OffsetAndEpoch
+from ..security.tls import ListenerTls
 from ..storage.log import parse_kafka_uuid
 from ..storage.log_manager import LogManager
 
@@ -72,6 +73,7 @@ class LifecycleHost(Protocol):
     config: BrokerConfig
     quorum: MetadataQuorum
     log_manager: LogManager
+    tls: ListenerTls  # the controller listener's client context
 
     @property
     def image(self) -> MetadataImage: ...
@@ -148,10 +150,11 @@ class BrokerLifecycle:
 
     def _open_channels(self) -> None:
         host, port = self._controllers[self.controller_id]
-        self._heartbeats = KafkaChannel(host, port, b"odradek-broker-lifecycle")
-        self._metadata = KafkaChannel(host, port, b"odradek-metadata-observer")
-        self._requests = KafkaChannel(host, port, b"odradek-controller-requests")
-        self._forwarding = KafkaChannel(host, port, b"odradek-forwarding")
+        tls = self.broker.tls.controller_client_context()
+        self._heartbeats = KafkaChannel(host, port, b"odradek-broker-lifecycle", tls)
+        self._metadata = KafkaChannel(host, port, b"odradek-metadata-observer", tls)
+        self._requests = KafkaChannel(host, port, b"odradek-controller-requests", tls)
+        self._forwarding = KafkaChannel(host, port, b"odradek-forwarding", tls)
 
     def _close_channels(self) -> None:
         for ch in (self._heartbeats, self._metadata, self._requests, self._forwarding):

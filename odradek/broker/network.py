@@ -17,6 +17,13 @@ connection_limits.py's; this module asks it and obeys.
 
 A frame whose size prefix is negative or above `socket.request.max.bytes`, or
 a request the broker cannot parse, closes that connection only.
+
+On a TLS listener (SSL, SASL_SSL) received bytes go through the connection's
+TlsSession (security/tls.py, sans I/O) before framing, and once the handshake
+is done `transport` is a TlsTransport that encrypts what is written (fetch
+responses' file bytes included). A handshake that fails, or is not done within
+TLS_HANDSHAKE_TIMEOUT_S, is logged with the peer and the reason and closes
+that connection only. A client certificate gives the connection its principal.
 """
 
 from __future__ import annotations
@@ -25,12 +32,22 @@ import asyncio
 import collections
 import logging
 import socket
+import ssl
 import time
 from typing import Any, Protocol
 
 from ..protocol.framing import FrameDecoder, FrameTooLarge
 from ..security.resources import ANONYMOUS, Principal
 from .connection_limits import ConnectionLimits, peer_address
+from ..security.tls import (
+    TLS_HANDSHAKE_TIMEOUT_S,
+    ListenerTls,
+    NoMatchingRule,
+    TlsHandshakeTimeout,
+    TlsSession,
+    TlsTransport,
+    handshake_failure,
+)
 from .metrics import BrokerMetrics
 from .pipeline import CLOSE
 
@@ -47,6 +64,7 @@ class ConnectionHost(Protocol):
     metrics: BrokerMetrics
     socket_request_max_bytes: int
     connection_limits: ConnectionLimits
+    tls: ListenerTls
 
     async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any: ...
 
@@ -56,10 +74,14 @@ class KafkaConnection(asyncio.Protocol):
         self.broker = broker
         self.listener = listener
         # Who this connection is: PLAINTEXT connections are User:ANONYMOUS from
-        # the start; a SASL connection authenticates first (before_auth APIs only).
+        # the start; a SASL connection authenticates first (before_auth APIs only);
+        # a TLS client certificate names it (User:<its DN, mapped by
+        # ssl.principal.mapping.rules>) once the handshake is done.
         self.principal: Principal = ANONYMOUS
         self.authenticated = True
         self.muted_until = 0.0  # loop time until which quotas mute this connection
+        self._tls: TlsSession | None = None
+        self._tls_deadline: asyncio.TimerHandle | None = None
         self.decoder = FrameDecoder(broker.socket_request_max_bytes)
         self.queue: collections.deque[bytes] = collections.deque()
         self.transport: asyncio.Transport | None = None
@@ -96,13 +118,23 @@ class KafkaConnection(asyncio.Protocol):
             return
         self._admitted = True
         self.broker.connections.add(self)
-        self._task = asyncio.get_running_loop().create_task(self._serve())
+        loop = asyncio.get_running_loop()
+        context = self.broker.tls.server_context(self.listener)
+        if context is not None:
+            self._tls = TlsSession(context)
+            self._tls_deadline = loop.call_later(
+                TLS_HANDSHAKE_TIMEOUT_S, self._tls_failed, TlsHandshakeTimeout())
+        self._task = loop.create_task(self._serve())
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
         self.broker.metrics.bytes_in.inc(len(data))
         self.last_active_s = time.monotonic()
+        if self._tls is not None:
+            data = self._tls_receive(data)
+            if not data:
+                return
         decoder = self.decoder
         try:
             frames = decoder.feed(data)
@@ -121,6 +153,8 @@ class KafkaConnection(asyncio.Protocol):
                 w.set_result(None)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._tls_deadline is not None:
+            self._tls_deadline.cancel()
         self._closed = True
         if self._admitted:
             self._admitted = False
@@ -157,6 +191,62 @@ class KafkaConnection(asyncio.Protocol):
         if not self._pauses and not self._closed:
             assert self.transport is not None
             self.transport.resume_reading()
+
+    # -- TLS ------------------------------------------------------------------------
+
+    def _tls_receive(self, data: bytes) -> bytes:
+        """The application bytes in `data` (decrypted); b"" while the handshake runs,
+        or when it failed (the connection is then closing)."""
+        tls = self._tls
+        assert tls is not None and self.transport is not None
+        handshaking = not tls.handshake_done
+        try:
+            plain = tls.receive(data)
+        except ssl.SSLError as e:
+            self._tls_failed(e, during_handshake=handshaking)
+            return b""
+        out = tls.outgoing()
+        if out:
+            raw = self.transport.raw if isinstance(self.transport, TlsTransport) else self.transport
+            raw.write(out)
+        if handshaking and tls.handshake_done and not self._tls_established(tls):
+            return b""
+        if tls.peer_closed:
+            self.close()
+        return plain
+
+    def _tls_established(self, tls: TlsSession) -> bool:
+        assert self.transport is not None
+        if self._tls_deadline is not None:
+            self._tls_deadline.cancel()
+        der = tls.peer_certificate()
+        if der:
+            try:
+                name = self.broker.tls.principal_name(self.listener, der)
+            except (NoMatchingRule, ValueError) as e:  # ValueError: an unparsable cert
+                log.warning("TLS client %s on listener %s refused: %s", self.peer,
+                            self.listener, e)
+                self.close()
+                return False
+            self.principal = Principal("User", name)
+        self.transport = TlsTransport(self.transport, tls)  # type: ignore[assignment]
+        log.info("TLS connection from %s on listener %s: %s, principal %s", self.peer,
+                 self.listener, tls.description(), self.principal)
+        return True
+
+    def _tls_failed(self, e: Exception, during_handshake: bool = True) -> None:
+        if self._closed:
+            return
+        what = "TLS handshake with" if during_handshake else "TLS connection from"
+        log.warning("%s %s on listener %s failed: %s", what, self.peer, self.listener,
+                    handshake_failure(e))
+        assert self._tls is not None and self.transport is not None
+        raw = self.transport.raw if isinstance(self.transport, TlsTransport) else self.transport
+        alert = self._tls.outgoing()  # tell the peer why, when OpenSSL has an alert
+        if alert and not raw.is_closing():
+            raw.write(alert)
+        self._closed = True
+        raw.close()
 
     # -- the request loop -------------------------------------------------------
 

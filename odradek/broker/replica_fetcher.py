@@ -109,7 +109,7 @@ class ReplicaFetcher:
         self.backoff_s: float = config.get("replica.fetch.backoff.ms") / 1000
         self.timeout_s: float = config.get("replica.socket.timeout.ms") / 1000
         self._channel: KafkaChannel | None = None
-        self._address: tuple[str, int] | None = None
+        self._address: tuple[str, int, str] | None = None
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
 
@@ -126,13 +126,14 @@ class ReplicaFetcher:
             self._channel.close()
 
 
-    def _leader_address(self) -> tuple[str, int] | None:
+    def _leader_address(self) -> tuple[str, int, str] | None:
+        """host, port and listener name of the leader's inter-broker endpoint."""
         b = self.broker.image.brokers.get(self.leader_id)
         if b is None or not b.endpoints:
             return None
         name = self.broker.config.inter_broker_listener_name
         ep = next((e for e in b.endpoints if e.listener == name), b.endpoints[0])
-        return ep.host, ep.port
+        return ep.host, ep.port, ep.listener
 
     def _channel_for_leader(self) -> KafkaChannel | None:
         address = self._leader_address()
@@ -141,7 +142,9 @@ class ReplicaFetcher:
         if self._channel is None or address != self._address:
             if self._channel is not None:
                 self._channel.close()
-            self._channel = KafkaChannel(*address, client_id=b"odradek-replica-fetcher")
+            host, port, listener = address
+            self._channel = KafkaChannel(host, port, client_id=b"odradek-replica-fetcher",
+                                         ssl_context=self.broker.tls.client_context(listener))
             self._address = address
         return self._channel
 

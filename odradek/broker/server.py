@@ -7,7 +7,7 @@ import logging
 import signal
 import sys
 
-from ..config import BrokerConfig
+from ..config import BrokerConfig, ConfigError
 
 log = logging.getLogger("odradek")
 
@@ -46,6 +46,9 @@ def run_server(config: BrokerConfig) -> int:
     _install_uvloop()
     try:
         return asyncio.run(serve(config))
+    except ConfigError as e:  # found while building the broker (TLS key stores, ...)
+        log.error("cannot start: %s", e.message)
+        return 1
     except OSError as e:
         log.error("cannot start: %s", e)
         return 1

@@ -56,6 +56,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -149,8 +150,10 @@ class RaftMetadataQuorum(MetadataQuorum):
         config: RaftConfig,
         cluster_id: str,
         settings: MetadataLogSettings | None = None,
+        channel_ssl: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(metadata_dir, node_id, settings)
+        self.channel_ssl = channel_ssl  # TLS to the other voters (controller listener)
         assert node_id in config.voters, "only a voter runs the Raft quorum"
         self.config = config
         self.cluster_id = cluster_id
@@ -424,7 +427,8 @@ class RaftMetadataQuorum(MetadataQuorum):
         channel = self._channels.get(key)
         if channel is None:
             address = self.config.voters.addresses[envelope.dst]
-            channel = KafkaChannel(address.host, address.port, b"odradek-raft")
+            channel = KafkaChannel(address.host, address.port, b"odradek-raft",
+                                   ssl_context=self.channel_ssl)
             self._channels[key] = channel
         self._queued[key] = self._queued.get(key, 0) + 1
         task = asyncio.get_running_loop().create_task(self._call(channel, key, envelope))

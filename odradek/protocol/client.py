@@ -4,7 +4,8 @@ One `KafkaChannel` is one TCP connection to one node, used for one request at
 a time (a lock orders them): requests are built from dicts with kio's
 classes (`protocol/entities.py`), responses come back as kio objects. Every
 call has a timeout; a failed or timed-out call closes the connection and the
-next call reconnects. Raw frames can be relayed too (`forward`): the broker
+next call reconnects. With an `ssl_context` the connection is TLS (the server
+name sent and, if the context checks host names, verified is `host`). Raw frames can be relayed too (`forward`): the broker
 uses that to pass admin requests to the active controller unchanged.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import ssl
 import struct
 from typing import Any
 
@@ -30,10 +32,12 @@ class ChannelError(Exception):
 
 
 class KafkaChannel:
-    def __init__(self, host: str, port: int, client_id: bytes = CLIENT_ID) -> None:
+    def __init__(self, host: str, port: int, client_id: bytes = CLIENT_ID,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.ssl_context = ssl_context
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
@@ -46,10 +50,13 @@ class KafkaChannel:
         if self._writer is not None and not self._writer.is_closing():
             return
         try:
+            tls: dict[str, Any] = {} if self.ssl_context is None else {
+                "ssl": self.ssl_context, "server_hostname": self.host,
+                "ssl_handshake_timeout": timeout_s}
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20), timeout_s
+                asyncio.open_connection(self.host, self.port, limit=1 << 20, **tls), timeout_s
             )
-        except (TimeoutError, OSError) as e:
+        except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
             raise ChannelError(f"cannot connect to {self.host}:{self.port}: {e}") from e
 
     def close(self) -> None:

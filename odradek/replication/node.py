@@ -10,16 +10,20 @@ from typing import Protocol
 
 from ..config import BrokerConfig
 from ..metadata.image import MetadataImage
+from ..security.tls import ListenerTls
 from .replica_manager import ReplicaManager
 
 
 class ClusterView(Protocol):
-    """The node's configuration and its current metadata image."""
+    """The node's configuration, its current metadata image and the TLS contexts it
+    dials other nodes with."""
 
     @property
     def config(self) -> BrokerConfig: ...
     @property
     def image(self) -> MetadataImage: ...
+    @property
+    def tls(self) -> ListenerTls: ...
 
 
 class NodeView(ClusterView, Protocol):

@@ -55,7 +55,8 @@ class PeerChannels:
         elif len(self._channels) >= MAX_PEER_CHANNELS:
             _, (_, oldest) = self._channels.popitem()
             oldest.close()
-        channel = KafkaChannel(*address, client_id=self.client_id)
+        channel = KafkaChannel(*address, client_id=self.client_id,
+                               ssl_context=self.broker.tls.client_context(ep.listener))
         self._channels[node_id] = (address, channel)
         return channel
 

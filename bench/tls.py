@@ -1,0 +1,148 @@
+"""What TLS costs: produce and consume throughput over SSL as a ratio of PLAINTEXT.
+
+    python bench/tls.py             # 200,000 x 1 KiB records per listener
+    python bench/tls.py --quick     # 10x fewer
+
+One odradek broker listens on a PLAINTEXT and an SSL listener (server
+authentication, certificates generated for the run, TLSv1.3). For each listener
+in turn, one confluent-kafka producer (acks=1, linger.ms=5, compression none)
+writes the records into its own topic, then one consumer reads them all back
+from the beginning (assign(), no group). Reports records/s, MB/s and the
+broker's CPU (user+system / wall, psutil) per listener, and SSL/PLAINTEXT ratios.
+Every workload has a deadline. JSON goes to bench/results/tls-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from tests.integration.broker_proc import HOST, BrokerProcess, free_port
+from tests.integration.tls_certs import TlsFiles
+
+WORKLOAD_TIMEOUT_S = 300.0
+
+
+def cpu_s(pid: int) -> float:
+    import psutil
+
+    p = psutil.Process(pid)
+    procs = [p, *p.children(recursive=True)]
+    total = 0.0
+    for q in procs:
+        try:
+            t = q.cpu_times()
+            total += t.user + t.system
+        except psutil.Error:
+            pass
+    return total
+
+
+def produce(conf: dict[str, Any], topic: str, n: int, size: int) -> float:
+    from confluent_kafka import Producer
+
+    p = Producer({**conf, "acks": "1", "linger.ms": 5, "batch.size": 1 << 20,
+                  "queue.buffering.max.messages": 1_000_000,
+                  "queue.buffering.max.kbytes": 1 << 20})
+    value = b"x" * size
+    started = time.monotonic()
+    for _ in range(n):
+        while True:
+            try:
+                p.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                p.poll(0.01)
+        if time.monotonic() - started > WORKLOAD_TIMEOUT_S:
+            raise TimeoutError("produce missed its deadline")
+    left = p.flush(WORKLOAD_TIMEOUT_S)
+    assert left == 0, f"{left} records not delivered"
+    return time.monotonic() - started
+
+
+def consume(conf: dict[str, Any], topic: str, n: int) -> float:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**conf, "group.id": "bench-unused", "enable.auto.commit": False,
+                  "fetch.max.bytes": 50 << 20, "max.partition.fetch.bytes": 10 << 20})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = 0
+    started = time.monotonic()
+    try:
+        while got < n:
+            for m in c.consume(10_000, timeout=1.0):
+                if m.error() is None:
+                    got += 1
+            if time.monotonic() - started > WORKLOAD_TIMEOUT_S:
+                raise TimeoutError(f"consume missed its deadline ({got} of {n})")
+    finally:
+        c.close()
+    return time.monotonic() - started
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--size", type=int, default=1024)
+    args = ap.parse_args()
+    n = args.records // 10 if args.quick else args.records
+    with tempfile.TemporaryDirectory(prefix="odradek-bench-tls-") as tmp:
+        certs = TlsFiles(Path(tmp) / "certs")
+        ssl_port = free_port()
+        broker = BrokerProcess(data_dir=Path(tmp) / "data", overrides={
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+            **certs.server_pem_config(),
+        })
+        broker.overrides["listeners"] = (f"PLAINTEXT://{HOST}:{broker.port},"
+                                         f"SSL://{HOST}:{ssl_port}")
+        broker.start()
+        results: dict[str, dict[str, float]] = {}
+        try:
+            for name, conf in (
+                ("PLAINTEXT", {"bootstrap.servers": broker.bootstrap}),
+                ("SSL", {"bootstrap.servers": f"{HOST}:{ssl_port}", **certs.librdkafka()}),
+            ):
+                topic = f"bench-{name.lower()}"
+                assert broker.pid is not None
+                cpu0 = cpu_s(broker.pid)
+                produce_s = produce(conf, topic, n, args.size)
+                cpu1 = cpu_s(broker.pid)
+                consume_s = consume(conf, topic, n)
+                cpu2 = cpu_s(broker.pid)
+                mb = n * args.size / 1e6
+                results[name] = {
+                    "produce_records_s": n / produce_s, "produce_mb_s": mb / produce_s,
+                    "produce_broker_cores": (cpu1 - cpu0) / produce_s,
+                    "consume_records_s": n / consume_s, "consume_mb_s": mb / consume_s,
+                    "consume_broker_cores": (cpu2 - cpu1) / consume_s,
+                }
+        finally:
+            broker.close()
+    print(f"{n:,} x {args.size} B records, one producer (acks=1), one consumer")
+    print(f"{'':10} {'produce MB/s':>13} {'broker cores':>13} {'consume MB/s':>13} "
+          f"{'broker cores':>13}")
+    for name, r in results.items():
+        print(f"{name:10} {r['produce_mb_s']:13.1f} {r['produce_broker_cores']:13.2f} "
+              f"{r['consume_mb_s']:13.1f} {r['consume_broker_cores']:13.2f}")
+    ratio = {k: results["SSL"][k] / results["PLAINTEXT"][k]
+             for k in ("produce_mb_s", "consume_mb_s")}
+    print(f"{'SSL/PLAIN':10} {ratio['produce_mb_s']:13.2f} {'':13} {ratio['consume_mb_s']:13.2f}")
+    out = REPO_ROOT / "bench" / "results" / f"tls-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"records": n, "size": args.size, "results": results,
+                               "ratio": ratio}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,786 @@
+"""TLS for listeners and for the broker's own clients, configured with Kafka's `ssl.*` keys.
+
+Theory of operation. A listener whose security protocol (`listener.security.protocol.map`)
+is SSL or SASL_SSL serves TLS; SASL, when it comes, runs inside that TLS session, so both
+protocols get the same server context here. `ListenerTls(config)` builds, at start-up,
+one server `ssl.SSLContext` per TLS listener and, on demand, one client context per
+listener the broker dials (the inter-broker listener for replication and transaction
+markers, the first of `controller.listener.names` for the controller quorum and broker
+lifecycle). A listener's settings are the `ssl.*` keys with its
+`listener.name.<listener>.ssl.*` overrides on top, as Kafka resolves them.
+
+Key stores (`ssl.keystore.type`):
+- PEM: `ssl.keystore.location` is one file with the private key and the certificate
+  chain, or the chain and key are inline in `ssl.keystore.certificate.chain` and
+  `ssl.keystore.key`; `ssl.key.password` decrypts an encrypted key.
+- PKCS12: `ssl.keystore.location` + `ssl.keystore.password` (`ssl.key.password` is tried
+  second, as a key entry may have its own).
+- JKS (Kafka's default type) has no well-kept Python reader: refused with the keytool
+  command that converts it.
+Trust stores (`ssl.truststore.type`): PEM file or inline `ssl.truststore.certificates`,
+PKCS12 file (`ssl.truststore.password`). No trust store: the system's CA certificates,
+as the JVM's default trust store would be.
+
+Python's ssl module loads keys from files only. Key material that is not already a PEM
+file on disk (inline PEM, PKCS12) is handed to OpenSSL through an anonymous in-memory
+file (`memfd_create`), so no decrypted key is ever written to a file system.
+
+Principals. With a client certificate, a connection's principal is `User:<name>` where
+`<name>` is the subject's distinguished name as Java's `X500Principal.getName()` writes
+it (RFC 2253: most specific RDN first, `CN=client,OU=eng,O=example,C=US`), mapped by
+`ssl.principal.mapping.rules` (Kafka's SslPrincipalMapper: `DEFAULT` or
+`RULE:pattern/replacement/[LU]`, first rule whose pattern matches the whole DN wins, no
+match fails authentication). Without one it is `User:ANONYMOUS`.
+
+Every configuration problem is a ConfigError naming the key at fault (with its
+`listener.name.<listener>.` prefix when the value came from an override).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import ssl
+import tempfile
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..broker_config_defs import BROKER_CONFIGS, LISTENER_OVERRIDE_PREFIX
+from ..configdef import ConfigError
+
+log = logging.getLogger(__name__)
+
+TLS_SECURITY_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+# A peer that has not finished its TLS handshake by then is dropped (Kafka bounds it by
+# connections.max.idle.ms; a handshake needs no more than a few round trips).
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+
+# The ssl.* keys a listener may override with listener.name.<listener>.<key>.
+SSL_KEYS = (
+    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+    "ssl.keystore.certificate.chain", "ssl.keystore.key",
+    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password",
+    "ssl.truststore.certificates",
+    "ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites",
+    "ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
+)
+
+_TLS_VERSIONS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
+_CLIENT_AUTH = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL,
+                "required": ssl.CERT_REQUIRED}
+_JKS_HINT = ("JKS key stores are not supported; convert it with `keytool -importkeystore "
+             "-srckeystore <file>.jks -destkeystore <file>.p12 -deststoretype PKCS12` and "
+             "set the type to PKCS12, or use PEM")
+
+
+# ----------------------------------------------------------------------------------------
+# Settings of one listener
+
+
+@dataclass(frozen=True)
+class SslSettings:
+    """The effective ssl.* values of one listener; `key_name` says where each came from."""
+
+    listener: str
+    values: Mapping[str, Any]
+    overridden: frozenset[str]
+
+    def get(self, key: str) -> Any:
+        return self.values[key]
+
+    def key_name(self, key: str) -> str:
+        """The key as the user wrote it, for error messages."""
+        if key in self.overridden:
+            return f"{LISTENER_OVERRIDE_PREFIX}{self.listener.lower()}.{key}"
+        return key
+
+
+def listener_settings(config: Any, listener: str) -> SslSettings:
+    """`ssl.*` of `config` with `listener.name.<listener>.ssl.*` on top (parsed and
+    validated as the top-level key would be)."""
+    overrides = config.listener_overrides(listener)
+    values: dict[str, Any] = {}
+    overridden: set[str] = set()
+    for key in SSL_KEYS:
+        if key in overrides:
+            name = f"{LISTENER_OVERRIDE_PREFIX}{listener.lower()}.{key}"
+            try:
+                values[key] = BROKER_CONFIGS[key].parse(overrides[key])
+            except ConfigError as e:
+                raise ConfigError(name, e.reason, e.value) from None
+            overridden.add(key)
+        else:
+            values[key] = config.get(key)
+    return SslSettings(listener.upper(), values, frozenset(overridden))
+
+
+# ----------------------------------------------------------------------------------------
+# Contexts
+
+
+def server_context(s: SslSettings) -> ssl.SSLContext:
+    """The context a TLS listener serves with. A listener needs a key store."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    _set_protocols(ctx, s)
+    _set_ciphers(ctx, s)
+    if not _load_keystore(ctx, s):
+        raise ConfigError(s.key_name("ssl.keystore.location"),
+                          f"listener {s.listener} speaks TLS but has no key store: set "
+                          "ssl.keystore.location (PEM or PKCS12) or ssl.keystore.key and "
+                          "ssl.keystore.certificate.chain")
+    auth = str(s.get("ssl.client.auth")).lower()
+    ctx.verify_mode = _CLIENT_AUTH[auth]
+    if auth != "none":
+        _load_truststore(ctx, s, server_side=True)
+    return ctx
+
+
+def client_context(s: SslSettings) -> ssl.SSLContext:
+    """The context the broker dials a TLS listener with: it always verifies the server's
+    chain against the trust store; `ssl.endpoint.identification.algorithm=https` (the
+    default) also checks the host name, empty does not. The key store, if any, is the
+    client certificate (mutual TLS)."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    _set_protocols(ctx, s)
+    _set_ciphers(ctx, s)
+    algorithm = (s.get("ssl.endpoint.identification.algorithm") or "").strip()
+    if algorithm.lower() not in ("", "https"):
+        raise ConfigError(s.key_name("ssl.endpoint.identification.algorithm"),
+                          "expected 'https' or empty", algorithm)
+    ctx.check_hostname = algorithm != ""
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    _load_truststore(ctx, s, server_side=False)
+    _load_keystore(ctx, s)
+    return ctx
+
+
+def _set_protocols(ctx: ssl.SSLContext, s: SslSettings) -> None:
+    names = [p.strip() for p in s.get("ssl.enabled.protocols") if p.strip()]
+    key = s.key_name("ssl.enabled.protocols")
+    unknown = [n for n in names if n not in _TLS_VERSIONS]
+    if unknown or not names:
+        raise ConfigError(key, f"expected some of {', '.join(_TLS_VERSIONS)}", ",".join(names))
+    versions = sorted(_TLS_VERSIONS[n] for n in names)
+    try:
+        ctx.minimum_version = versions[0]
+        ctx.maximum_version = versions[-1]
+    except ValueError as e:
+        raise ConfigError(key, f"not supported by this OpenSSL: {e}", ",".join(names)) from None
+
+
+def openssl_cipher_name(name: str) -> str:
+    """A cipher suite's OpenSSL name from its IANA/JSSE name (what Kafka configs use):
+    TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256 -> ECDHE-RSA-AES128-GCM-SHA256. TLS 1.3 suites
+    and names already in OpenSSL's form are returned unchanged."""
+    if not name.startswith("TLS_") or "_WITH_" not in name:
+        return name
+    kx, _, cipher = name[4:].partition("_WITH_")
+    kx = "" if kx == "RSA" else kx.replace("_", "-") + "-"
+    m = re.fullmatch(r"(AES|CAMELLIA|ARIA)_(128|256)_(GCM|CCM|CBC)_(SHA|SHA256|SHA384)", cipher)
+    if m:
+        alg, bits, mode, mac = m.groups()
+        body = {"GCM": f"{alg}{bits}-GCM-{mac}", "CCM": f"{alg}{bits}-CCM",
+                "CBC": f"{alg}{bits}-{mac}"}[mode]
+        return kx + body
+    if cipher == "CHACHA20_POLY1305_SHA256":
+        return kx + "CHACHA20-POLY1305"
+    return kx + cipher.replace("_", "-")
+
+
+def _set_ciphers(ctx: ssl.SSLContext, s: SslSettings) -> None:
+    names = [c.strip() for c in s.get("ssl.cipher.suites") if c.strip()]
+    if not names:
+        return
+    key = s.key_name("ssl.cipher.suites")
+    known = {c["name"] for c in ssl.create_default_context().get_ciphers()}
+    wanted = [openssl_cipher_name(n) for n in names]
+    unknown = [n for n, w in zip(names, wanted, strict=True) if w not in known]
+    if unknown:
+        raise ConfigError(key, f"unknown or disabled cipher suites: {', '.join(unknown)}",
+                          ",".join(names))
+    tls12 = [w for w in wanted if not w.startswith("TLS_")]
+    if tls12:
+        ctx.set_ciphers(":".join(tls12))
+    if len(tls12) != len(wanted):
+        # Python's ssl module cannot restrict TLS 1.3 suites; all of OpenSSL's (AES-GCM,
+        # ChaCha20-Poly1305) stay enabled whenever TLSv1.3 is.
+        log.info("%s: TLS 1.3 cipher suites cannot be restricted; OpenSSL's defaults apply",
+                 key)
+    elif ctx.maximum_version >= ssl.TLSVersion.TLSv1_3 and \
+            ctx.minimum_version <= ssl.TLSVersion.TLSv1_3:
+        log.info("%s lists TLS 1.2 suites only; TLS 1.3 connections use OpenSSL's defaults",
+                 key)
+
+
+# ----------------------------------------------------------------------------------------
+# Key and trust stores
+
+
+def _load_keystore(ctx: ssl.SSLContext, s: SslSettings) -> bool:
+    """Load the certificate chain and key into `ctx`; False when none is configured."""
+    kind = str(s.get("ssl.keystore.type")).upper()
+    location = s.get("ssl.keystore.location")
+    chain, key = s.get("ssl.keystore.certificate.chain"), s.get("ssl.keystore.key")
+    type_key = s.key_name("ssl.keystore.type")
+    key_password = _reveal(s.get("ssl.key.password"))
+    if chain is not None or key is not None:
+        if kind != "PEM":
+            raise ConfigError(type_key, "inline ssl.keystore.key and "
+                              "ssl.keystore.certificate.chain need ssl.keystore.type=PEM", kind)
+        if chain is None or key is None:
+            missing = "ssl.keystore.key" if key is None else "ssl.keystore.certificate.chain"
+            raise ConfigError(s.key_name(missing), "inline PEM key stores need both "
+                              "ssl.keystore.key and ssl.keystore.certificate.chain")
+        if location is not None:
+            raise ConfigError(s.key_name("ssl.keystore.location"), "set either a key store "
+                              "file or the inline PEM keys, not both", location)
+        pem_key = _normalize_pem(_reveal(key) or "", s.key_name("ssl.keystore.key"))
+        pem_chain = _normalize_pem(_reveal(chain) or "",
+                                   s.key_name("ssl.keystore.certificate.chain"))
+        _check_pem_key(pem_key, key_password, s, s.key_name("ssl.keystore.key"))
+        with _memory_file((pem_chain + pem_key).encode()) as path:
+            _load_chain(ctx, path, None, key_password, s, s.key_name("ssl.keystore.key"))
+        return True
+    if location is None:
+        return False
+    loc_key = s.key_name("ssl.keystore.location")
+    data = _read(location, loc_key)
+    if kind == "PEM":
+        text = data.decode("ascii", errors="replace")
+        _check_pem_key(_normalize_pem(text, loc_key, "PRIVATE KEY"), key_password, s, loc_key)
+        _load_chain(ctx, location, None, key_password, s, loc_key)
+    elif kind == "PKCS12":
+        pem = _pkcs12_keystore_pem(data, s)
+        with _memory_file(pem) as path:
+            _load_chain(ctx, path, None, None, s, loc_key)
+    elif kind == "JKS":
+        raise ConfigError(type_key, _JKS_HINT, kind)
+    else:
+        raise ConfigError(type_key, "expected PEM or PKCS12", kind)
+    return True
+
+
+def _load_chain(ctx: ssl.SSLContext, certfile: str, keyfile: str | None,
+                password: str | None, s: SslSettings, key: str) -> None:
+    try:
+        ctx.load_cert_chain(certfile, keyfile, password=password or "")
+    except ssl.SSLError as e:
+        raise ConfigError(key, f"cannot load the certificate chain and private key "
+                          f"(wrong {s.key_name('ssl.key.password')}, or the key does not "
+                          f"match the certificate?): {e}") from None
+
+
+def _check_pem_key(pem: str, password: str | None, s: SslSettings, key: str) -> None:
+    """Decrypt the PEM private key now, so a wrong or missing ssl.key.password is named."""
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    if "PRIVATE KEY-----" not in pem:
+        raise ConfigError(key, "no PEM private key found")
+    try:
+        load_pem_private_key(pem.encode(), password.encode() if password else None)
+    except TypeError as e:  # encrypted without a password, or a password for a clear key
+        raise ConfigError(s.key_name("ssl.key.password"), str(e)) from None
+    except ValueError as e:
+        raise ConfigError(s.key_name("ssl.key.password"),
+                          f"cannot decrypt the private key of {key} (wrong password?): {e}"
+                          ) from None
+
+
+def _pkcs12_keystore_pem(data: bytes, s: SslSettings) -> bytes:
+    """The key and chain of a PKCS12 key store, as PEM (key unencrypted: it only goes
+    to an in-memory file)."""
+    from cryptography.hazmat.primitives.serialization import (
+        Encoding,
+        NoEncryption,
+        PrivateFormat,
+        pkcs12,
+    )
+
+    store = s.get("ssl.keystore.password")
+    passwords = [_reveal(store), _reveal(s.get("ssl.key.password"))]
+    last: Exception | None = None
+    for password in dict.fromkeys(passwords):  # store password first, then the key's
+        try:
+            key, cert, extra = pkcs12.load_key_and_certificates(
+                data, password.encode() if password else None)
+            break
+        except (ValueError, TypeError) as e:
+            last = e
+    else:
+        raise ConfigError(s.key_name("ssl.keystore.password"),
+                          f"cannot open the PKCS12 key store {s.get('ssl.keystore.location')} "
+                          f"(wrong password, or not a PKCS12 file?): {last}")
+    if key is None or cert is None:
+        raise ConfigError(s.key_name("ssl.keystore.location"),
+                          "the PKCS12 key store holds no private key and certificate",
+                          s.get("ssl.keystore.location"))
+    pem = key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption())
+    for c in [cert, *(extra or [])]:
+        pem += c.public_bytes(Encoding.PEM)
+    return pem
+
+
+def _load_truststore(ctx: ssl.SSLContext, s: SslSettings, server_side: bool) -> None:
+    kind = str(s.get("ssl.truststore.type")).upper()
+    type_key = s.key_name("ssl.truststore.type")
+    inline = s.get("ssl.truststore.certificates")
+    location = s.get("ssl.truststore.location")
+    if inline is not None:
+        if kind != "PEM":
+            raise ConfigError(type_key, "inline ssl.truststore.certificates need "
+                              "ssl.truststore.type=PEM", kind)
+        key = s.key_name("ssl.truststore.certificates")
+        _load_cadata(ctx, _normalize_pem(_reveal(inline) or "", key, "CERTIFICATE"), key)
+        return
+    if location is None:
+        # the system's CAs, as the JVM's default trust store would be
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH if server_side is False
+                               else ssl.Purpose.CLIENT_AUTH)
+        return
+    key = s.key_name("ssl.truststore.location")
+    data = _read(location, key)
+    if kind == "PEM":
+        _load_cadata(ctx, _normalize_pem(data.decode("ascii", errors="replace"), key,
+                                         "CERTIFICATE"), key)
+    elif kind == "PKCS12":
+        _load_cadata(ctx, _pkcs12_truststore_pem(data, s), key)
+    elif kind == "JKS":
+        raise ConfigError(type_key, _JKS_HINT, kind)
+    else:
+        raise ConfigError(type_key, "expected PEM or PKCS12", kind)
+
+
+def _pkcs12_truststore_pem(data: bytes, s: SslSettings) -> str:
+    from cryptography.hazmat.primitives.serialization import Encoding, pkcs12
+
+    password = _reveal(s.get("ssl.truststore.password"))
+    try:
+        store = pkcs12.load_pkcs12(data, password.encode() if password else None)
+    except (ValueError, TypeError) as e:
+        raise ConfigError(s.key_name("ssl.truststore.password"),
+                          f"cannot open the PKCS12 trust store "
+                          f"{s.get('ssl.truststore.location')} (wrong password, or not a "
+                          f"PKCS12 file?): {e}") from None
+    certs = ([store.cert] if store.cert is not None else []) + list(store.additional_certs)
+    if not certs:
+        raise ConfigError(s.key_name("ssl.truststore.location"),
+                          "the PKCS12 trust store holds no certificates",
+                          s.get("ssl.truststore.location"))
+    return "".join(c.certificate.public_bytes(Encoding.PEM).decode() for c in certs)
+
+
+def _load_cadata(ctx: ssl.SSLContext, pem: str, key: str) -> None:
+    if "-----BEGIN CERTIFICATE-----" not in pem:
+        raise ConfigError(key, "no PEM certificate found")
+    try:
+        ctx.load_verify_locations(cadata=pem)
+    except ssl.SSLError as e:
+        raise ConfigError(key, f"cannot load the trusted certificates: {e}") from None
+
+
+def _read(location: str, key: str) -> bytes:
+    try:
+        return Path(location).read_bytes()
+    except OSError as e:
+        raise ConfigError(key, f"cannot read {location}: {e.strerror or e}", location) from None
+
+
+def _reveal(value: Any) -> str | None:
+    if value is None:
+        return None
+    reveal = getattr(value, "reveal", None)
+    return reveal() if reveal is not None else str(value)
+
+
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----(.*?)-----END \1-----", re.DOTALL)
+
+
+def _normalize_pem(text: str, key: str, must_have: str | None = None) -> str:
+    """PEM blocks with their base64 re-wrapped: Kafka's inline PEM values are often one
+    line (a .properties value continued with backslashes joins the lines with spaces)."""
+    blocks = []
+    for m in _PEM_BLOCK.finditer(text):
+        label, body = m.group(1), re.sub(r"\s+", "", m.group(2))
+        lines = [body[i:i + 64] for i in range(0, len(body), 64)]
+        blocks.append(f"-----BEGIN {label}-----\n" + "\n".join(lines) +
+                      f"\n-----END {label}-----\n")
+    if not blocks:
+        raise ConfigError(key, "no PEM block found (-----BEGIN ...----- ... -----END ...-----)")
+    pem = "".join(blocks)
+    if must_have is not None and must_have not in pem:
+        raise ConfigError(key, f"no PEM {must_have} found")
+    return pem
+
+
+@contextlib.contextmanager
+def _memory_file(data: bytes) -> Iterator[str]:
+    """A path OpenSSL can open that holds `data` without it touching a file system
+    (memfd); a private temporary file where memfd is not available."""
+    if hasattr(os, "memfd_create") and Path("/proc/self/fd").is_dir():
+        fd = os.memfd_create("odradek-tls", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, data)
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    with tempfile.TemporaryDirectory(prefix="odradek-tls-") as d:  # pragma: no cover
+        path = os.path.join(d, "store.pem")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        yield path
+
+
+# ----------------------------------------------------------------------------------------
+# Principals
+
+
+# Java's X500Principal.getName() (RFC 2253) writes these attribute types by keyword and
+# any other by its dotted OID with the DER of the value in hex.
+_RFC2253_KEYWORDS = {
+    "2.5.4.3": "CN", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST", "2.5.4.10": "O",
+    "2.5.4.11": "OU", "2.5.4.9": "STREET", "0.9.2342.19200300.100.1.25": "DC",
+    "0.9.2342.19200300.100.1.1": "UID",
+}
+
+
+def _escape_rfc2253(value: str) -> str:
+    out = []
+    for i, ch in enumerate(value):
+        if ch in ',+"\\<>;' or (i == 0 and ch in "# ") or (i == len(value) - 1 and ch == " "):
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def _der_hex(attr: Any) -> str:
+    value = attr.value if isinstance(attr.value, bytes) else str(attr.value).encode()
+    tag = getattr(getattr(attr, "_type", None), "value", 12)  # UTF8String by default
+    n = len(value)
+    length = bytes([n]) if n < 0x80 else bytes([0x80 | ((n.bit_length() + 7) // 8)]) + \
+        n.to_bytes((n.bit_length() + 7) // 8, "big")
+    return "#" + (bytes([tag]) + length + value).hex()
+
+
+def distinguished_name(der_certificate: bytes) -> str:
+    """The subject of a DER certificate as Java's X500Principal.getName() writes it."""
+    from cryptography import x509
+
+    cert = x509.load_der_x509_certificate(der_certificate)
+    rdns = []
+    for rdn in reversed(list(cert.subject.rdns)):
+        parts = []
+        for attr in rdn:
+            keyword = _RFC2253_KEYWORDS.get(attr.oid.dotted_string)
+            if keyword is None:
+                parts.append(f"{attr.oid.dotted_string}={_der_hex(attr)}")
+            else:
+                parts.append(f"{keyword}={_escape_rfc2253(str(attr.value))}")
+        rdns.append("+".join(parts))
+    return ",".join(rdns)
+
+
+class NoMatchingRule(Exception):
+    """No ssl.principal.mapping.rules rule matches a certificate's DN."""
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: re.Pattern[str] | None  # None: DEFAULT
+    replacement: str
+    case: str  # "", "L" or "U"
+
+    def apply(self, dn: str) -> str | None:
+        if self.pattern is None:
+            return dn
+        if not self.pattern.fullmatch(dn):
+            return None
+        result = self.pattern.sub(self.replacement, dn)
+        return result.lower() if self.case == "L" else result.upper() if self.case == "U" \
+            else result
+
+
+# Kafka's SslPrincipalMapper.RULE_PATTERN: DEFAULT, or RULE:pattern/replacement/[LU]
+# where pattern and replacement may hold backslash-escaped characters (\/ among them).
+_RULE = r"(DEFAULT)|RULE:((?:\\.|[^\\/])*)/((?:\\.|[^\\/])*)/([LU]?).*?|(.*?)"
+_RULE_SPLITTER = re.compile(r"\s*(" + _RULE + r")\s*(?:,\s*|$)")
+_RULE_PARSER = re.compile(_RULE)
+
+
+def _java_replacement(text: str) -> str:
+    """A Java Matcher.replaceAll replacement ($1 groups, \\x literals) for re.sub."""
+    out = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            out.append(text[i + 1].replace("\\", "\\\\"))
+            i += 2
+            continue
+        if ch == "$":
+            m = re.match(r"\$(\d+)|\$\{(\w+)\}", text[i:])
+            if m:
+                out.append(f"\\g<{m.group(1) or m.group(2)}>")
+                i += m.end()
+                continue
+        out.append("\\\\" if ch == "\\" else ch)
+        i += 1
+    return "".join(out)
+
+
+class PrincipalMapper:
+    """Kafka's SslPrincipalMapper: DN -> principal name by `ssl.principal.mapping.rules`."""
+
+    def __init__(self, rules: list[_Rule]) -> None:
+        self.rules = rules
+
+    @classmethod
+    def from_rules(cls, text: str | None, key: str = "ssl.principal.mapping.rules"
+                   ) -> PrincipalMapper:
+        text = (text or "DEFAULT").strip()
+        parsed: list[_Rule] = []
+        for m in _RULE_SPLITTER.finditer(text):
+            rule = m.group(1)
+            if not rule:
+                continue
+            # Kafka's parseRules: lookingAt, then the match must have used the whole rule
+            r = _RULE_PARSER.match(rule)
+            if r is None or r.end() != len(rule):
+                raise ConfigError(key, f"invalid rule `{rule}`", text)
+            if not r.group(1) and r.group(2) is None:
+                continue  # the empty alternative: nothing
+            if r.group(1):
+                parsed.append(_Rule(None, "", ""))
+                continue
+            try:
+                pattern = re.compile(r.group(2))
+            except re.error as e:
+                raise ConfigError(key, f"invalid pattern in rule `{rule}`: {e}", text) from None
+            parsed.append(_Rule(pattern, _java_replacement(r.group(3)), r.group(4)))
+        if not parsed:
+            raise ConfigError(key, "no rules", text)
+        return cls(parsed)
+
+    def name(self, dn: str) -> str:
+        for rule in self.rules:
+            result = rule.apply(dn)
+            if result is not None:
+                return result
+        raise NoMatchingRule(f"no ssl.principal.mapping.rules rule matches {dn}")
+
+
+# ----------------------------------------------------------------------------------------
+# The broker's view
+
+
+class ListenerTls:
+    """Server contexts for every TLS listener (built, hence checked, at start-up), client
+    contexts for listeners the broker dials, principal mappers by listener."""
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self._protocols: dict[str, str] = dict(config.listener_security_protocol_map)
+        self._server: dict[str, ssl.SSLContext] = {}
+        self._mappers: dict[str, PrincipalMapper] = {}
+        self._client: dict[str, ssl.SSLContext | None] = {}
+        for endpoint in config.listeners:
+            name = endpoint.name.upper()
+            if self.is_tls(name):
+                s = listener_settings(config, name)
+                self._server[name] = server_context(s)
+                self._mappers[name] = PrincipalMapper.from_rules(
+                    s.get("ssl.principal.mapping.rules"),
+                    s.key_name("ssl.principal.mapping.rules"))
+        # What this node dials must be checked at start-up too, not at the first call.
+        for name in self._dialled_listeners(config):
+            self.client_context(name)
+
+    @staticmethod
+    def _dialled_listeners(config: Any) -> list[str]:
+        names = [config.inter_broker_listener_name]
+        controllers = sorted(config.controller_listener_names)
+        if controllers:
+            names.append(_first_controller_listener(config))
+        return [n for n in names if n]
+
+    def is_tls(self, listener: str) -> bool:
+        return self._protocols.get(listener.upper()) in TLS_SECURITY_PROTOCOLS
+
+    def server_context(self, listener: str) -> ssl.SSLContext | None:
+        """The context a listener serves with; None for a plaintext listener."""
+        return self._server.get(listener.upper())
+
+    def client_context(self, listener: str) -> ssl.SSLContext | None:
+        """The context to dial `listener` of another node with; None if it is plaintext."""
+        name = listener.upper()
+        if name not in self._client:
+            self._client[name] = (client_context(listener_settings(self.config, name))
+                                  if self.is_tls(name) else None)
+        return self._client[name]
+
+    def controller_client_context(self) -> ssl.SSLContext | None:
+        name = _first_controller_listener(self.config)
+        return self.client_context(name) if name else None
+
+    def principal_name(self, listener: str, der_certificate: bytes) -> str:
+        """The principal name of a peer certificate on `listener` (NoMatchingRule if the
+        rules map it to nothing)."""
+        return self._mappers[listener.upper()].name(distinguished_name(der_certificate))
+
+
+def _first_controller_listener(config: Any) -> str | None:
+    """Kafka dials the controllers on the first of controller.listener.names (as written)."""
+    text = config.get("controller.listener.names") or ""
+    names = [n.strip().upper() for n in str(text).split(",") if n.strip()]
+    return names[0] if names else None
+
+
+# ----------------------------------------------------------------------------------------
+# One server-side TLS connection, sans I/O
+
+
+# Decrypted bytes are taken from OpenSSL this much at a time (a TLS record holds 16 KiB).
+TLS_READ_CHUNK_BYTES = 64 * 1024
+
+
+class TlsHandshakeTimeout(Exception):
+    """The peer did not complete its TLS handshake within TLS_HANDSHAKE_TIMEOUT_S."""
+
+
+class TlsSession:
+    """The server side of one TLS connection as a state machine over memory buffers: the
+    network code feeds it what the socket received and writes what it returns; it never
+    touches a socket or a clock (so a handshake's every failure is a few-line unit test).
+
+    `receive(data)` returns the application bytes decrypted so far (b"" while the
+    handshake runs) and raises ssl.SSLError when the peer's bytes are not TLS, its
+    certificate is refused, or a record does not decrypt. `send(data)` returns the
+    records to write. After either, `outgoing()` holds anything else OpenSSL wants sent
+    (handshake messages, TLS 1.3 session tickets, alerts)."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self._incoming = ssl.MemoryBIO()
+        self._outgoing = ssl.MemoryBIO()
+        self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        self.handshake_done = False
+        self.peer_closed = False  # the peer sent close_notify
+
+    def receive(self, data: bytes) -> bytes:
+        self._incoming.write(data)
+        if not self.handshake_done:
+            try:
+                self._ssl.do_handshake()
+            except ssl.SSLWantReadError:
+                return b""
+            self.handshake_done = True
+        chunks = []
+        while True:
+            try:
+                chunk = self._ssl.read(TLS_READ_CHUNK_BYTES)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                self.peer_closed = True
+                break
+            if not chunk:  # CPython's read answers close_notify with b""
+                self.peer_closed = True
+                break
+            chunks.append(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def send(self, data: bytes | bytearray | memoryview) -> bytes:
+        assert self.handshake_done, "application data before the handshake completed"
+        self._ssl.write(data)
+        return self._outgoing.read()
+
+    def send_all(self, chunks: Any) -> bytes:
+        """`send` of several buffers, as one write's worth of records."""
+        assert self.handshake_done, "application data before the handshake completed"
+        for chunk in chunks:
+            self._ssl.write(chunk)
+        return self._outgoing.read()
+
+    def outgoing(self) -> bytes:
+        return self._outgoing.read()
+
+    def close(self) -> bytes:
+        """A close_notify alert to send (b"" if OpenSSL has none to give)."""
+        try:
+            self._ssl.unwrap()
+        except ssl.SSLError:
+            pass
+        return self._outgoing.read()
+
+    def peer_certificate(self) -> bytes | None:
+        """The peer's certificate (DER) once the handshake is done, if it sent one."""
+        return self._ssl.getpeercert(binary_form=True) if self.handshake_done else None
+
+    def description(self) -> str:
+        cipher = self._ssl.cipher()
+        return f"{self._ssl.version()} {cipher[0] if cipher else '?'}"
+
+
+class TlsTransport:
+    """What a connection writes to once its TLS handshake is done: an asyncio transport
+    look-alike that encrypts through a TlsSession into the TCP transport under it (the
+    connection's code is the same for PLAINTEXT and TLS)."""
+
+    def __init__(self, raw: Any, session: TlsSession) -> None:
+        self.raw = raw
+        self.session = session
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.raw.write(self.session.send(data))
+
+    def writelines(self, chunks: Any) -> None:
+        self.raw.write(self.session.send_all(chunks))
+
+    def close(self) -> None:
+        if not self.raw.is_closing():
+            with contextlib.suppress(Exception):
+                self.raw.write(self.session.close())
+            self.raw.close()
+
+    def abort(self) -> None:
+        """Close at once, dropping what is unsent (a peer that reads nothing)."""
+        self.raw.abort()
+
+    def is_closing(self) -> bool:
+        return bool(self.raw.is_closing())
+
+    def pause_reading(self) -> None:
+        self.raw.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.raw.resume_reading()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return self.raw.get_extra_info(name, default)
+
+
+def handshake_failure(e: BaseException) -> str:
+    """Why a TLS handshake failed, in words an operator can act on."""
+    if isinstance(e, TlsHandshakeTimeout):
+        return f"no TLS handshake within {TLS_HANDSHAKE_TIMEOUT_S:.0f} s"
+    if isinstance(e, ssl.SSLError):
+        hint = {
+            "WRONG_VERSION_NUMBER": " (not TLS: a PLAINTEXT client on a TLS listener?)",
+            "HTTP_REQUEST": " (an HTTP request, not TLS)",
+            "PEER_DID_NOT_RETURN_A_CERTIFICATE": " (ssl.client.auth=required and the "
+                                                  "client sent no certificate)",
+            "CERTIFICATE_VERIFY_FAILED": " (the client certificate is not signed by the "
+                                         "trust store)",
+        }.get(e.reason or "", "")
+        return f"{e.reason or type(e).__name__}{hint}: {e}"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
