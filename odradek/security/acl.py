@@ -31,11 +31,11 @@ prefixes of the name — the ACLs that would affect that resource.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 
-from .authorizer import Authorizer
+from .authorizer import AllowAll, Authorizer
 from .resources import (
     IMPLIED_BY_ALLOW,
     SUPPORTED_OPERATIONS,
@@ -215,20 +215,27 @@ class AclAuthorizer:
     """Kafka's StandardAuthorizer semantics over an AclIndex (see the module doc)."""
 
     def __init__(self, super_users: Iterable[str] = (),
-                 allow_everyone_if_no_acl_found: bool = False) -> None:
+                 allow_everyone_if_no_acl_found: bool = False,
+                 acls: Callable[[], Mapping[str, AclBinding]] | None = None) -> None:
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
         self.index = AclIndex(())
         self._source: object = None
+        # the current image's ACLs (the Broker: its quorum's image), read per call
+        self._acls = acls
 
     @classmethod
-    def from_config(cls, super_users: str | None, allow_everyone: bool) -> AclAuthorizer:
+    def from_config(cls, super_users: str | None, allow_everyone: bool,
+                    acls: Callable[[], Mapping[str, AclBinding]] | None = None,
+                    ) -> AclAuthorizer:
         """`super.users` is semicolon-separated principals, as in Kafka."""
         users = [u.strip() for u in (super_users or "").split(";") if u.strip()]
-        return cls(users, allow_everyone)
+        return cls(users, allow_everyone, acls)
 
     def update(self, acls: Mapping[str, AclBinding]) -> None:
-        """Index the image's ACLs; a no-op when the image kept the same mapping."""
+        """Index the image's ACLs; a no-op when the image kept the same mapping
+        (an image shares its ACL mapping with the one before unless ACL
+        records changed it), so the index is rebuilt only on ACL changes."""
         if acls is self._source:
             return
         self.index = AclIndex(acls.values())
@@ -236,6 +243,8 @@ class AclAuthorizer:
 
     def authorize(self, principal: Principal, host: str,
                   actions: Sequence[Action]) -> list[bool]:
+        if self._acls is not None:
+            self.update(self._acls())
         return [self._decide(principal, host, a) for a in actions]
 
     def _decide(self, principal: Principal, host: str, action: Action) -> bool:
@@ -264,6 +273,8 @@ class AclAuthorizer:
         who = str(principal)
         if who in self.super_users:
             return True
+        if self._acls is not None:
+            self.update(self._acls())
         principals = (who, WILDCARD_PRINCIPAL)
         acls = self.index.by_type.get(resource_type, [])
         denies = [a for a in acls if a.permission is Permission.DENY
@@ -298,3 +309,18 @@ def authorized_operations(authorizer: Authorizer, principal: Principal, host: st
         if ok:
             bits |= 1 << int(op)
     return bits
+
+
+def build_authorizer(class_name: str | None, super_users: str | None,
+                     allow_everyone_if_no_acl_found: bool,
+                     acls: Callable[[], Mapping[str, AclBinding]]) -> Authorizer:
+    """`authorizer.class.name`: empty is no authorizer (everything allowed, as
+    Kafka without one); Kafka's StandardAuthorizer (or AclAuthorizer, an alias)
+    is the ACL authorizer; anything else is a ValueError."""
+    name = (class_name or "").strip()
+    if not name:
+        return AllowAll()
+    if name not in AUTHORIZER_CLASS_NAMES:
+        raise ValueError(f"unknown authorizer {name!r}; odradek offers "
+                         f"{STANDARD_AUTHORIZER} (alias {ACL_AUTHORIZER_ALIAS})")
+    return AclAuthorizer.from_config(super_users, allow_everyone_if_no_acl_found, acls)
