@@ -73,7 +73,7 @@ def _is_active_controller(broker: ClusterServices) -> bool:
 
 
 async def handle_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
-    if (_is_metadata_fetch(req) or _replica_id(req) >= 0) and not ctx.authorize(
+    if (_is_metadata_fetch(req) or replica_id_of(req) >= 0) and not ctx.authorize(
             Op.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         # replication (metadata or partitions) is the brokers' own: CLUSTER_ACTION
         return _fetch_denied(ctx, req)
