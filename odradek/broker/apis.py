@@ -17,14 +17,17 @@ hides unauthorized topics from Metadata).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 from ..protocol import api
 from ..security.resources import AclOperation as Op
 from ..security.resources import ResourceType as Res
 from .context import Handler
 from .handlers import (
+    acls,
     admin,
     api_versions,
     cluster,
@@ -64,6 +67,9 @@ class ApiSpec:
     forwarded: bool = False  # a broker-only node relays it to the active controller
     controller: bool = False  # served on controller listeners (KRaft, broker lifecycle)
     before_auth: bool = False  # may run before SASL authentication completes
+    # the answer to a request a REQUEST check refused, when Kafka answers per
+    # item (request, error code, message) -> response dict; else a whole-request error
+    denial: Callable[[Any, int, str], dict[str, Any]] | None = None
 
     @property
     def name(self) -> str:
@@ -146,6 +152,12 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _cluster(Op.DESCRIBE_CONFIGS),)),
     ApiSpec(K.ALTER_CLIENT_QUOTAS, quotas.handle_alter_client_quotas, (
         _cluster(Op.ALTER_CONFIGS),), forwarded=True),
+    # -- ACLs -----------------------------------------------------------------------------
+    ApiSpec(K.CREATE_ACLS, acls.handle_create_acls, (_cluster(Op.ALTER),), forwarded=True,
+            denial=acls.create_acls_errors),
+    ApiSpec(K.DESCRIBE_ACLS, acls.handle_describe_acls, (_cluster(Op.DESCRIBE),)),
+    ApiSpec(K.DELETE_ACLS, acls.handle_delete_acls, (_cluster(Op.ALTER),), forwarded=True,
+            denial=acls.delete_acls_errors),
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),

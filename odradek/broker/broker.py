@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config import BrokerConfig, Endpoint
+from ..config import BrokerConfig, ConfigError, Endpoint
 from ..coordinator.host import CoordinatorHost
 from ..coordinator.service import GroupCoordinatorService
 from ..coordinator.transaction_service import TransactionCoordinatorService
@@ -31,6 +31,8 @@ from ..metadata.raft_quorum import RaftMetadataQuorum, raft_config
 from ..protocol.client import ChannelError, stop_tasks
 from ..replication.leader_replication import LeaderReplication, ReplicationHost
 from ..replication.replica_manager import ReplicaManager
+from ..security.acl import build_authorizer
+from ..security.authorizer import Authorizer
 from ..security.tls import ListenerTls
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
@@ -156,7 +158,8 @@ class Broker:
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their
         # services, each family seeing it through its own Protocol (services.py).
-        self.pipeline = RequestPipeline(self, self)
+        self.authorizer = _authorizer(config, lambda: self.quorum.image.acls)
+        self.pipeline = RequestPipeline(self, self, authorizer=self.authorizer)
 
     # -- configuration helpers -----------------------------------------------
 
@@ -537,6 +540,17 @@ class ListenerBindError(OSError):
                          f"{listener.host}:{listener.port}: {reason}")
 
 
+def _authorizer(config: BrokerConfig, acls: Any) -> Authorizer:
+    """`authorizer.class.name` (empty: everything allowed), `super.users`,
+    `allow.everyone.if.no.acl.found`; the ACLs are the current image's."""
+    key = "authorizer.class.name"
+    try:
+        return build_authorizer(config.get(key), config.get("super.users"),
+                                bool(config.get("allow.everyone.if.no.acl.found")), acls)
+    except ValueError as e:
+        raise ConfigError(key, str(e)) from e
+
+
 def _find_or_make_cluster_id(log_dirs: list[Path], configured: str | None) -> str:
     """The cluster id from an existing meta.properties, else the configured one, else new."""
     import base64
@@ -577,4 +591,5 @@ if TYPE_CHECKING:
         r17: ControllerHost = b
         r18: MetricsHost = b
         r19: FetcherHost = b
-        del r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20
+        r21: services.AclServices = b
+        del r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20, r21

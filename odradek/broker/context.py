@@ -51,5 +51,16 @@ class RequestContext:
             self.principal, self.client_host,
             [Action(operation, resource_type, n) for n in names])
 
+    def authorize_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on at least one resource of the type?"""
+        return self.authorizer.authorize_by_resource_type(
+            self.principal, self.client_host, operation, resource_type)
+
+    @property
+    def authorizer_configured(self) -> bool:
+        """False when no `authorizer.class.name` is set (the ACL APIs then
+        answer SECURITY_DISABLED)."""
+        return not isinstance(self.authorizer, AllowAll)
+
 
 Handler = Callable[[Any, RequestContext, Any], Awaitable[dict[str, Any] | None]]

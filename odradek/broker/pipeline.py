@@ -46,16 +46,16 @@ from ..protocol.framing import (
 )
 from ..protocol.guard import decode_message
 from ..security.authorizer import AllowAll, Authorizer
-from ..security.quotas import (
+from ..security.resources import ANONYMOUS, CLUSTER_NAME, Principal
+from .apis import API_TABLE, ApiSpec, Scope
+from .context import RequestContext
+from .handlers.cluster import replica_id_of
+from .quotas import (
     CONSUMER_BYTE_RATE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     QuotaManager,
 )
-from ..security.resources import ANONYMOUS, CLUSTER_NAME, Principal
-from .apis import API_TABLE, ApiSpec, Scope
-from .context import RequestContext
-from .handlers.cluster import replica_id_of
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class RequestPipeline:
             return CLOSE
         ctx = self._context(header, conn)
         if not self._authorize(spec, ctx):
-            return self._denial(spec, header)
+            return self._denial(spec, header, request)
         try:
             handler_started = time.perf_counter()
             data = await spec.handler(self.services, ctx, request)
@@ -243,18 +243,23 @@ class RequestPipeline:
                 return False
         return True
 
-    def _denial(self, spec: ApiSpec, header: RequestHeader) -> Any:
+    def _denial(self, spec: ApiSpec, header: RequestHeader, request: Any) -> Any:
         """CLUSTER_AUTHORIZATION_FAILED as the whole answer (an empty answer for
-        versions without a top-level error code, as Kafka sends)."""
+        versions without a top-level error code, as Kafka sends), or per item
+        where the API's line says how (CreateAcls, DeleteAcls)."""
+        message = "Cluster authorization failed."
+        if spec.denial is not None:
+            data = spec.denial(request, CLUSTER_AUTHORIZATION_FAILED, message)
+            data["throttle_time"] = 0
+            return self._encode(header, data)
         cls = api.response_class(spec.key, header.api_version)
-        data = entities.error_response(cls, CLUSTER_AUTHORIZATION_FAILED,
-                                       "Cluster authorization failed.")
+        data = entities.error_response(cls, CLUSTER_AUTHORIZATION_FAILED, message)
         return self._encode(header, data)
 
     def _throttle(self, spec: ApiSpec, ctx: RequestContext, conn: Connection | None,
                   request: Any, request_bytes: int, response_bytes: int,
                   handler_s: float) -> int:
-        """Client quotas (security/quotas.py): record what this request used
+        """Client quotas (broker/quotas.py): record what this request used
         against the quotas that apply to its user and client id; the throttle
         time, for which the connection is muted after the answer (KIP-219)."""
         quotas = self.host.client_quotas

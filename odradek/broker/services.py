@@ -159,6 +159,11 @@ class ProducerIdServices(TxnServices, Protocol):
     def next_producer_id(self) -> int: ...
 
 
+class AclServices(Identity, MetadataWrites, Protocol):
+    """handlers/acls.py: CreateAcls, DescribeAcls, DeleteAcls (the ACLs are
+    the image's; writes are metadata records on the active controller)."""
+
+
 class NoServices(Protocol):
     """handlers/api_versions.py needs nothing of the node."""
 
@@ -166,5 +171,5 @@ class NoServices(Protocol):
 FAMILIES: tuple[type[Any], ...] = (
     AdminServices, ConfigServices, MetadataServices, FetchServices, ReplicaFetchServices,
     ClusterServices, ReassignmentServices, LogDirServices, GroupServices, ProduceServices,
-    ProducerIdServices, TxnServices, QuotaServices,
+    ProducerIdServices, TxnServices, QuotaServices, AclServices,
 )

@@ -5,7 +5,7 @@ ClientQuotaControlManager and ClientQuotasImage).
 An entity is a set of (type, name) parts — types `user`, `client-id` (together
 or alone) or `ip` (alone) — where a name of None is the type's `<default>`.
 Each change is a ClientQuotaRecord (entity, key, value; `remove` deletes the
-key). Enforcement lives with the broker (security/quotas.py).
+key). Enforcement lives with the broker (broker/quotas.py).
 """
 
 from __future__ import annotations

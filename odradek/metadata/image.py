@@ -13,6 +13,8 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from . import client_quotas as Q
+from ..security import acl as A
+from ..security.resources import AclOperation, ResourceType
 from . import records as R
 from .directory_id import realigned
 
@@ -81,6 +83,8 @@ class MetadataImage:
     # client quota entity -> {quota key: value} (metadata/client_quotas.py)
     client_quotas: Mapping[Q.Entity, Mapping[str, float]] = field(
         default_factory=lambda: _EMPTY)
+    # ACLs by their id (AccessControlEntryRecord); security/acl.py decides with them
+    acls: Mapping[str, A.AclBinding] = field(default_factory=lambda: _EMPTY)
 
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get((R.RESOURCE_TOPIC, topic), _EMPTY)
@@ -97,9 +101,15 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
     brokers: dict[int, BrokerImage] | None = None
     next_pid = image.next_producer_id
     quotas: dict[Q.Entity, Mapping[str, float]] | None = None
+    acls: dict[str, A.AclBinding] | None = None
 
     for rec in records:
         kind = rec["type"]
+        if kind in (R.ACCESS_CONTROL_ENTRY, R.REMOVE_ACCESS_CONTROL_ENTRY):
+            if acls is None:
+                acls = dict(image.acls)
+            _apply_acl(acls, rec)
+            continue
         if kind in (R.TOPIC, R.PARTITION, R.PARTITION_CHANGE, R.REMOVE_TOPIC):
             if by_name is None or by_id is None:
                 by_name = dict(image.topics_by_name)
@@ -204,7 +214,24 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
         brokers=image.brokers if brokers is None else MappingProxyType(brokers),
         next_producer_id=next_pid,
         client_quotas=image.client_quotas if quotas is None else MappingProxyType(quotas),
+        acls=image.acls if acls is None else MappingProxyType(acls),
     )
+
+
+def _apply_acl(acls: dict[str, A.AclBinding], rec: R.MetadataRecord) -> None:
+    if rec["type"] == R.REMOVE_ACCESS_CONTROL_ENTRY:
+        acls.pop(rec["id"], None)
+        return
+    acls[rec["id"]] = A.AclBinding(
+        ResourceType(rec["resource_type"]), rec["resource_name"],
+        A.PatternType(rec["pattern_type"]), rec["principal"], rec["host"],
+        AclOperation(rec["operation"]), A.Permission(rec["permission_type"]))
+
+
+def acl_record(acl_id: str, acl: A.AclBinding) -> R.MetadataRecord:
+    return R.access_control_entry_record(
+        acl_id, int(acl.resource_type), acl.resource_name, int(acl.pattern_type),
+        acl.principal, acl.host, int(acl.operation), int(acl.permission))
 
 
 def _directories_after(old: PartitionImage, rec: R.MetadataRecord) -> tuple[str, ...]:
@@ -252,4 +279,5 @@ def records_of(image: MetadataImage) -> list[R.MetadataRecord]:
     if image.next_producer_id:
         out.append(R.producer_ids_record(-1, image.next_producer_id))
     out.extend(Q.records_of(image.client_quotas))
+    out.extend(acl_record(i, acl) for i, acl in sorted(image.acls.items()))
     return out

@@ -33,6 +33,26 @@ KNOWN_TYPES = frozenset(
      BROKER_REGISTRATION_CHANGE, CLIENT_QUOTA}
 )
 
+# -- ACLs (Kafka's AccessControlEntryRecord / RemoveAccessControlEntryRecord) ------------
+# Each ACL has an id; the fields are AclBinding's (security/acl.py), as wire numbers.
+ACCESS_CONTROL_ENTRY = "AccessControlEntryRecord"
+REMOVE_ACCESS_CONTROL_ENTRY = "RemoveAccessControlEntryRecord"
+KNOWN_TYPES |= {ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY}
+
+
+def access_control_entry_record(acl_id: str, resource_type: int, resource_name: str,
+                                pattern_type: int, principal: str, host: str,
+                                operation: int, permission_type: int) -> dict[str, Any]:
+    return {"type": ACCESS_CONTROL_ENTRY, "id": acl_id, "resource_type": resource_type,
+            "resource_name": resource_name, "pattern_type": pattern_type,
+            "principal": principal, "host": host, "operation": operation,
+            "permission_type": permission_type}
+
+
+def remove_access_control_entry_record(acl_id: str) -> dict[str, Any]:
+    return {"type": REMOVE_ACCESS_CONTROL_ENTRY, "id": acl_id}
+# -- end ACLs ------------------------------------------------------------------------------
+
 # ConfigResource types, as in Kafka's DescribeConfigs/AlterConfigs.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4

@@ -70,6 +70,9 @@ class ApiKey(IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     DESCRIBE_TOPIC_PARTITIONS = 75
     ELECT_LEADERS = 43
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     # Controller APIs (KRaft): answered only on a controller's listeners.
     VOTE = 52
     BEGIN_QUORUM_EPOCH = 53
@@ -130,6 +133,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
+    # ACLs (KIP-140; v1+ have pattern types, KIP-290; kio has no v0)
+    ApiKey.DESCRIBE_ACLS: (1, 3),
+    ApiKey.CREATE_ACLS: (1, 3),
+    ApiKey.DELETE_ACLS: (1, 3),
 }
 
 

@@ -4,7 +4,7 @@
 `Authorizer.authorize` does. With no `authorizer.class.name` set, Kafka runs no
 authorizer and allows every request: `AllowAll` is that. The ACL authorizer
 (ACLs in the metadata log, `super.users`, `allow.everyone.if.no.acl.found`)
-plugs in here.
+is `acl.AclAuthorizer`.
 """
 
 from __future__ import annotations
@@ -12,12 +12,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from .resources import Action, Principal
+from .resources import AclOperation, Action, Principal, ResourceType
 
 
 class Authorizer(Protocol):
     def authorize(self, principal: Principal, host: str,
                   actions: Sequence[Action]) -> list[bool]: ...
+
+    def authorize_by_resource_type(self, principal: Principal, host: str,
+                                   operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        """May the principal do `operation` on some resource of the type?"""
+        ...
 
 
 class AllowAll:
@@ -26,3 +32,8 @@ class AllowAll:
     def authorize(self, principal: Principal, host: str,
                   actions: Sequence[Action]) -> list[bool]:
         return [True] * len(actions)
+
+    def authorize_by_resource_type(self, principal: Principal, host: str,
+                                   operation: AclOperation,
+                                   resource_type: ResourceType) -> bool:
+        return True

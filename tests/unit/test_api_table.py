@@ -51,7 +51,7 @@ def test_forwarded_apis_are_kafkas_admin_apis():
     assert FORWARDED_TO_CONTROLLER == {
         K.CREATE_TOPICS, K.DELETE_TOPICS, K.CREATE_PARTITIONS, K.ALTER_CONFIGS,
         K.INCREMENTAL_ALTER_CONFIGS, K.ELECT_LEADERS, K.ALTER_PARTITION_REASSIGNMENTS,
-        K.LIST_PARTITION_REASSIGNMENTS, K.ALTER_CLIENT_QUOTAS,
+        K.LIST_PARTITION_REASSIGNMENTS, K.ALTER_CLIENT_QUOTAS, K.CREATE_ACLS, K.DELETE_ACLS,
     }
     assert all(not API_TABLE[k].controller for k in FORWARDED_TO_CONTROLLER)
 
@@ -160,6 +160,10 @@ def test_a_principal_without_the_cluster_permission_is_refused(spec: ApiSpec, ve
     response = _response(spec.key, version, answer)
     if hasattr(response, "error_code"):
         assert response.error_code.value == 31  # CLUSTER_AUTHORIZATION_FAILED
+    elif spec.denial is not None:  # CreateAcls, DeleteAcls: each item answers 31
+        (items,) = [getattr(response, f.name) for f in fields(response)
+                    if isinstance(getattr(response, f.name), tuple)]
+        assert items and all(i.error_code.value == 31 for i in items)
     else:  # e.g. DescribeLogDirs v0-2: Kafka answers with no results
         lists = [getattr(response, f.name) for f in fields(response)
                  if isinstance(getattr(response, f.name), tuple)]

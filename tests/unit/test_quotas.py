@@ -7,15 +7,15 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.metadata import client_quotas as Q
-from odradek.metadata import image as img
-from odradek.security.quotas import (
+from odradek.broker.quotas import (
     QuotaManager,
     Rate,
     applicable,
     precedence,
     throttle_time_ms,
 )
+from odradek.metadata import client_quotas as Q
+from odradek.metadata import image as img
 
 
 def test_precedence_is_kafkas_order():

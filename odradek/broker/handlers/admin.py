@@ -8,8 +8,11 @@ from typing import Any
 
 from ...metadata.controller import NewTopic, Result
 from ...protocol import errors as E
+from ...security.resources import AclOperation as Op
+from ...security.resources import ResourceType
 from ..context import RequestContext
 from ..services import AdminServices
+from . import authz
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -37,7 +40,14 @@ async def handle_create_topics(broker: AdminServices, ctx: RequestContext, req: 
         )
         for t in req.topics
     ]
-    results = await create_topics(broker, new_topics, req.validate_only)
+    # CREATE on the cluster, else on each topic
+    creatable = ({t.name for t in new_topics} if authz.cluster_allows(ctx, Op.CREATE)
+                 else authz.topics_allowed(ctx, Op.CREATE, [t.name for t in new_topics]))
+    results = await create_topics(
+        broker, [t for t in new_topics if t.name in creatable], req.validate_only)
+    for t in new_topics:
+        if t.name not in creatable:
+            results[t.name] = Result(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     image = broker.image
     out = []
     for t in new_topics:
@@ -80,6 +90,14 @@ async def handle_delete_topics(broker: AdminServices, ctx: RequestContext, req: 
     else:
         names = list(req.topic_names)
         ids = []
+    # DELETE on each topic (by id: on the topic the id names; unknown ids look alike)
+    image0 = broker.image
+    named = {i: image0.topics_by_id[i].name for i in ids if i in image0.topics_by_id}
+    deletable = authz.topics_allowed(ctx, Op.DELETE, names + list(named.values()))
+    denied_names = [n for n in names if n not in deletable]
+    denied_ids = [i for i in ids if named.get(i) not in deletable]
+    names = [n for n in names if n in deletable]
+    ids = [i for i in ids if named.get(i) in deletable]
     if not broker.config.get("delete.topic.enable"):
         return {
             "responses": [
@@ -108,6 +126,10 @@ async def handle_delete_topics(broker: AdminServices, ctx: RequestContext, req: 
             {"name": t.name if t else None, "topic_id": i, "error_code": r.error_code,
              "error_message": r.error_message}
         )
+    responses += [{"name": n, "topic_id": ZERO_UUID, "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                   "error_message": "Authorization failed."} for n in denied_names]
+    responses += [{"name": None, "topic_id": i, "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+                   "error_message": "Authorization failed."} for i in denied_ids]
     return {"responses": responses}
 
 
@@ -122,11 +144,15 @@ async def handle_create_partitions(
         )
         for t in req.topics
     ]
+    alterable = authz.topics_allowed(ctx, Op.ALTER, [name for name, _, _ in requests])
     async with broker.metadata_lock:
         results, records = broker.controller.create_partitions(
-            broker.image, requests, req.validate_only
+            broker.image, [r for r in requests if r[0] in alterable], req.validate_only
         )
         await broker.quorum.commit(records)
+    for name, _, _ in requests:
+        if name not in alterable:
+            results[name] = Result(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     return {
         "results": [
             {"name": name, "error_code": results[name].error_code,
@@ -138,10 +164,15 @@ async def handle_create_partitions(
 
 async def handle_delete_records(broker: AdminServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     topics = []
+    deletable = authz.topics_allowed(ctx, Op.DELETE, [t.name for t in req.topics])
     for t in req.topics:
         parts = []
         for p in t.partitions:
             part = broker.replica_manager.get(t.name, p.partition_index)
+            if t.name not in deletable:
+                parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                              "error_code": E.TOPIC_AUTHORIZATION_FAILED})
+                continue
             if part is None:
                 parts.append({"partition_index": p.partition_index, "low_watermark": -1,
                               "error_code": E.UNKNOWN_TOPIC_OR_PARTITION})

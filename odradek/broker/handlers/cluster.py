@@ -27,7 +27,10 @@ from ...metadata.quorum import METADATA_TOPIC, METADATA_TOPIC_ID
 from ...metadata.raft_quorum import NotControllerError, RaftMetadataQuorum
 from ...protocol import api
 from ...protocol.entities import ms
+from ...protocol import errors as E
 from ...raft.log import OffsetAndEpoch
+from ...security.resources import CLUSTER_NAME, ResourceType
+from ...security.resources import AclOperation as Op
 from ...storage.log import kafka_uuid_string
 from ..context import RequestContext
 from ..controller_service import METADATA_KEY
@@ -70,6 +73,10 @@ def _is_active_controller(broker: ClusterServices) -> bool:
 
 
 async def handle_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if (_is_metadata_fetch(req) or replica_id_of(req) >= 0) and not ctx.authorize(
+            Op.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        # replication (metadata or partitions) is the brokers' own: CLUSTER_ACTION
+        return _fetch_denied(ctx, req)
     if _is_metadata_fetch(req):
         raft = _raft_quorum(broker)
         if raft is not None and replica_id_of(req) in raft.config.voters:
@@ -78,6 +85,20 @@ async def handle_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -
     if replica_id_of(req) >= 0:
         return await replica_fetch.handle_follower_fetch(broker, ctx, req, replica_id_of(req))
     return await consumer_fetch.handle_fetch(broker, ctx, req)
+
+
+def _fetch_denied(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    """Kafka answers an unauthorized follower TOPIC_AUTHORIZATION_FAILED per
+    partition (and a controller CLUSTER_AUTHORIZATION_FAILED for the request)."""
+    use_ids = ctx.api_version >= 13
+    key_field = "topic_id" if use_ids else "topic"
+    return {"error_code": 0, "session_id": 0, "responses": [
+        {key_field: t.topic_id if use_ids else t.topic, "partitions": [
+            {"partition_index": p.partition, "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+             "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
+            for p in t.partitions]}
+        for t in req.topics]}
 
 
 async def _metadata_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ...metadata import records as R
 from ...protocol import errors as E
+from ...security.resources import CLUSTER_NAME, AclOperation, ResourceType
 from ...topic_config import describe_broker_config, describe_topic_config
 from ..context import RequestContext
 from ..services import ConfigServices
@@ -34,6 +35,38 @@ def _entry(e: Any, include_synonyms: bool, include_docs: bool) -> dict[str, Any]
     }
 
 
+def _config_denial(ctx: RequestContext, op: AclOperation, resource_type: int,
+                   name: str) -> int:
+    """TOPIC_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED, or 0: a topic's
+    configs need `op` on the topic, a broker's on the cluster."""
+    if resource_type == R.RESOURCE_TOPIC:
+        ok = ctx.authorize(op, ResourceType.TOPIC, name)
+        return 0 if ok else E.TOPIC_AUTHORIZATION_FAILED
+    if resource_type == R.RESOURCE_BROKER:
+        ok = ctx.authorize(op, ResourceType.CLUSTER, CLUSTER_NAME)
+        return 0 if ok else E.CLUSTER_AUTHORIZATION_FAILED
+    return 0
+
+
+class _Refused:
+    def __init__(self, code: int) -> None:
+        self.error_code = code
+        self.error_message: str | None = None
+
+
+async def _alter_authorized(broker: "ConfigServices", ctx: RequestContext, resources: list[Any],
+                            alter: Any) -> list[Any]:
+    """Run `alter(image, resources)` on the resources the principal may alter;
+    the others answer their authorization error, in request order."""
+    denials = [_config_denial(ctx, AclOperation.ALTER_CONFIGS, t, n) for t, n, _ in resources]
+    allowed = [r for r, d in zip(resources, denials) if not d]
+    async with broker.metadata_lock:
+        results, records = alter(broker.image, allowed)
+        await broker.quorum.commit(records)
+    it = iter(results)
+    return [_Refused(d) if d else next(it) for d in denials]
+
+
 async def handle_describe_configs(
     broker: "ConfigServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
@@ -49,6 +82,12 @@ async def handle_describe_configs(
             "resource_name": res.resource_name,
             "configs": [],
         }
+        denied = _config_denial(ctx, AclOperation.DESCRIBE_CONFIGS, res.resource_type,
+                                res.resource_name)
+        if denied:
+            base["error_code"] = denied
+            results.append(base)
+            continue
         if res.resource_type == R.RESOURCE_TOPIC:
             if res.resource_name not in image.topics_by_name:
                 base["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
@@ -88,11 +127,9 @@ async def handle_incremental_alter_configs(
          [(c.name, c.config_operation, c.value) for c in r.configs])
         for r in req.resources
     ]
-    async with broker.metadata_lock:
-        results, records = broker.controller.incremental_alter_configs(
-            broker.image, resources, req.validate_only
-        )
-        await broker.quorum.commit(records)
+    results = await _alter_authorized(
+        broker, ctx, resources, lambda image, rs: broker.controller.incremental_alter_configs(
+            image, rs, req.validate_only))
     return {"responses": _responses(resources, results)}
 
 
@@ -101,11 +138,9 @@ async def handle_alter_configs(broker: "ConfigServices", ctx: RequestContext, re
         (r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
         for r in req.resources
     ]
-    async with broker.metadata_lock:
-        results, records = broker.controller.alter_configs(
-            broker.image, resources, req.validate_only
-        )
-        await broker.quorum.commit(records)
+    results = await _alter_authorized(
+        broker, ctx, resources, lambda image, rs: broker.controller.alter_configs(
+            image, rs, req.validate_only))
     return {"responses": _responses(resources, results)}
 
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ...protocol import errors as E
 from ...protocol.entities import ms
 from ...protocol.records import iter_batch_headers
+from ...security.resources import AclOperation as Op
 from ...storage.log import OffsetOutOfRange
 from ..context import RequestContext
 from ..fetch_session import (
@@ -28,6 +29,7 @@ from ..fetch_session import (
     SessionPartition,
 )
 from ..services import FetchServices
+from . import authz
 
 if TYPE_CHECKING:
     from ...replication.replica_manager import Partition
@@ -128,10 +130,11 @@ async def handle_fetch(broker: "FetchServices", ctx: RequestContext, req: Any) -
     deadline = time.monotonic() + max_wait_ms / 1000.0
     rm = broker.replica_manager
     read_committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+    readable = _readable(ctx, broker.image, entries, use_ids)
 
     while True:
         answers, total_bytes, had_error, keys = _read_all(
-            rm, broker.image, entries, max_bytes, use_ids, read_committed
+            rm, broker.image, entries, max_bytes, use_ids, read_committed, readable
         )
         if total_bytes >= min_bytes or had_error or max_wait_ms <= 0:
             break
@@ -140,7 +143,7 @@ async def handle_fetch(broker: "FetchServices", ctx: RequestContext, req: Any) -
             break
         if not await rm.purgatory.wait_for_any(keys, remaining):
             answers, *_ = _read_all(
-                rm, broker.image, entries, max_bytes, use_ids, read_committed
+                rm, broker.image, entries, max_bytes, use_ids, read_committed, readable
             )
             break
 
@@ -167,9 +170,19 @@ async def handle_fetch(broker: "FetchServices", ctx: RequestContext, req: Any) -
     }
 
 
+def _readable(ctx: RequestContext, image: Any, entries: list[SessionPartition],
+              use_ids: bool) -> set[str]:
+    """The topics of the fetch the principal may READ (one authorizer call)."""
+    if use_ids:
+        names = [t.name for t in (image.topics_by_id.get(sp.topic_key) for sp in entries) if t]
+    else:
+        names = [sp.topic_key for sp in entries]
+    return authz.topics_allowed(ctx, Op.READ, names)
+
+
 def _read_all(
     rm: Any, image: Any, entries: list[SessionPartition], max_bytes: int, use_ids: bool,
-    read_committed: bool = False,
+    read_committed: bool = False, readable: set[str] | None = None,
 ) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
     answers = []
     total = 0
@@ -189,6 +202,10 @@ def _read_all(
                 continue
         else:
             name = sp.topic_key
+        if readable is not None and name not in readable:
+            # not had_error: the fetch still waits for the partitions it may read
+            answers.append(_partition_answer(index, E.TOPIC_AUTHORIZATION_FAILED))
+            continue
         part = rm.partitions.get((name, index))
         if part is None:
             answers.append(_partition_answer(index, E.UNKNOWN_TOPIC_OR_PARTITION))
@@ -269,6 +286,7 @@ EARLIEST_LOCAL = -4
 
 async def handle_list_offsets(broker: "FetchServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
     rm = broker.replica_manager
+    described = authz.topics_allowed(ctx, Op.DESCRIBE, [t.name for t in req.topics])
     topics = []
     for t in req.topics:
         parts = []
@@ -279,6 +297,10 @@ async def handle_list_offsets(broker: "FetchServices", ctx: RequestContext, req:
                 "partition_index": index, "error_code": 0, "timestamp": -1, "offset": -1,
                 "leader_epoch": -1, "old_style_offsets": [],
             }
+            if t.name not in described:
+                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+                parts.append(entry)
+                continue
             if part is None:
                 entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
                 parts.append(entry)
@@ -326,6 +348,10 @@ async def handle_offset_for_leader_epoch(
     broker: "FetchServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     rm = broker.replica_manager
+    # a follower (replica_id >= 0) needs CLUSTER_ACTION; a consumer DESCRIBE on each topic
+    follower_denied = (getattr(req, "replica_id", -1) >= 0
+                       and not authz.cluster_allows(ctx, Op.CLUSTER_ACTION))
+    described = authz.topics_allowed(ctx, Op.DESCRIBE, [t.topic for t in req.topics])
     topics = []
     for t in req.topics:
         parts = []
@@ -333,7 +359,11 @@ async def handle_offset_for_leader_epoch(
             part = rm.partitions.get((t.topic, p.partition))
             entry = {"error_code": 0, "partition": p.partition, "leader_epoch": -1,
                      "end_offset": -1}
-            if part is None:
+            if follower_denied:
+                entry["error_code"] = E.CLUSTER_AUTHORIZATION_FAILED
+            elif t.topic not in described:
+                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            elif part is None:
                 entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif part.log.offline:
                 entry["error_code"] = E.KAFKA_STORAGE_ERROR

@@ -26,7 +26,10 @@ from ...coordinator.replicated import GROUP_ERRORS, OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.service import GroupCoordinatorService
 from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
 from ...protocol import errors as E
+from ...security.resources import AclOperation as Op
+from ...security.resources import ResourceType
 from ..context import RequestContext
+from . import authz
 from ..services import GroupServices
 from .metadata import brokers_for
 
@@ -91,6 +94,12 @@ async def handle_find_coordinator(broker: GroupServices, ctx: RequestContext, re
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
             entry["error_code"] = E.INVALID_REQUEST
             entry["error_message"] = f"Unknown coordinator key type {key_type}."
+        elif key_type == KEY_TYPE_GROUP and not ctx.authorize(
+                Op.DESCRIBE, ResourceType.GROUP, key):
+            entry["error_code"] = E.GROUP_AUTHORIZATION_FAILED
+        elif key_type == KEY_TYPE_TRANSACTION and not ctx.authorize(
+                Op.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+            entry["error_code"] = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
         elif created != E.NONE or me is None:
             entry["error_code"] = E.COORDINATOR_NOT_AVAILABLE
         else:
@@ -128,7 +137,13 @@ async def _wait(
         return on_timeout
 
 
+def _may_read(ctx: RequestContext, group_id: str) -> bool:
+    return ctx.authorize(Op.READ, ResourceType.GROUP, group_id)
+
+
 async def handle_join_group(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not _may_read(ctx, req.group_id):
+        return _join_out(join_error(E.GROUP_AUTHORIZATION_FAILED, req.member_id), ctx)
     service = await _ready(broker)
     session_ms = _ms(req.session_timeout)
     rebalance_ms = _ms(req.rebalance_timeout) if ctx.api_version >= 1 else session_ms
@@ -172,6 +187,8 @@ def _join_out(resp: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
 
 
 async def handle_sync_group(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not _may_read(ctx, req.group_id):
+        return sync_error(E.GROUP_AUTHORIZATION_FAILED)
     service = await _ready(broker)
     sr = SyncRequest(
         member_id=req.member_id,
@@ -208,6 +225,8 @@ async def handle_sync_group(broker: GroupServices, ctx: RequestContext, req: Any
 
 
 async def handle_heartbeat(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not _may_read(ctx, req.group_id):
+        return {"error_code": E.GROUP_AUTHORIZATION_FAILED}
     service = await _ready(broker)
     code = service.core.heartbeat(
         req.group_id,
@@ -220,6 +239,8 @@ async def handle_heartbeat(broker: GroupServices, ctx: RequestContext, req: Any)
 
 
 async def handle_leave_group(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not _may_read(ctx, req.group_id):
+        return {"error_code": E.GROUP_AUTHORIZATION_FAILED, "members": []}
     service = await _ready(broker)
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
@@ -247,9 +268,18 @@ async def handle_leave_group(broker: GroupServices, ctx: RequestContext, req: An
 
 
 async def handle_offset_commit(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    by_id = ctx.api_version >= 10
+    if not _may_read(ctx, req.group_id):  # every partition answers it
+        return {"topics": [
+            {**({"topic_id": t.topic_id} if by_id else {"name": t.name}), "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": E.GROUP_AUTHORIZATION_FAILED} for p in t.partitions]}
+            for t in req.topics]}
     service = await _ready(broker)
     image = broker.image
-    by_id = ctx.api_version >= 10
+    readable = authz.topics_allowed(ctx, Op.READ, [
+        t.name for t in ((image.topics_by_id.get(x.topic_id) for x in req.topics) if by_id
+                         else req.topics) if t is not None])
     commits: list[OffsetCommit] = []
     answers: list[tuple[Any, list[tuple[int, int | None]]]] = []  # topic ref, [(p, code|None)]
     for t in req.topics:
@@ -260,6 +290,9 @@ async def handle_offset_commit(broker: GroupServices, ctx: RequestContext, req: 
             name, missing = t.name, CE.UNKNOWN_TOPIC_OR_PARTITION
         parts: list[tuple[int, int | None]] = []
         for p in t.partitions:
+            if name is not None and name not in readable:
+                parts.append((p.partition_index, E.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if name is None or name not in image.topics_by_name:
                 parts.append((p.partition_index, missing))
                 continue
@@ -318,7 +351,10 @@ async def _fetch_group(
     member_id: str | None,
     member_epoch: int,
     require_stable: bool = False,
+    ctx: RequestContext | None = None,
 ) -> tuple[int, list[dict[str, Any]]]:
+    if ctx is not None and not ctx.authorize(Op.DESCRIBE, ResourceType.GROUP, group_id):
+        return E.GROUP_AUTHORIZATION_FAILED, []
     image = broker.image
     # KIP-447: an offset a transaction has committed but not completed is unstable.
     pending = service.core.txn_offsets if require_stable else None
@@ -339,7 +375,19 @@ async def _fetch_group(
         # Only offsets the ISR has: wait for the commits still being replicated.
         code = await _replicated(service, group_id, write=False)
     out = []
+    described = (authz.topics_allowed(ctx, Op.DESCRIBE, found) if ctx is not None
+                 else set(found))
     for name, parts in found.items():
+        if name not in described:
+            if topics is None:
+                continue  # all offsets asked: the topics it may not describe are left out
+            ref_denied: dict[str, Any] = ({"topic_id": ids.get(name, ZERO_UUID)} if by_id
+                                          else {"name": name})
+            ref_denied["partitions"] = [
+                {"partition_index": p, "committed_offset": -1, "committed_leader_epoch": -1,
+                 "metadata": "", "error_code": E.TOPIC_AUTHORIZATION_FAILED} for p, _ in parts]
+            out.append(ref_denied)
+            continue
         if by_id:
             topic = image.topics_by_name.get(name)
             ref: dict[str, Any] = {
@@ -384,6 +432,7 @@ async def handle_offset_fetch(broker: GroupServices, ctx: RequestContext, req: A
                 getattr(g, "member_id", None),
                 getattr(g, "member_epoch", -1),
                 getattr(req, "require_stable", False),
+                ctx,
             )
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"groups": groups}
@@ -396,6 +445,7 @@ async def handle_offset_fetch(broker: GroupServices, ctx: RequestContext, req: A
         None,
         -1,
         getattr(req, "require_stable", False),
+        ctx,
     )
     if ctx.api_version < 2 and code != E.NONE:
         # v0-1 have no top-level error: it goes on every requested partition.
@@ -418,8 +468,14 @@ async def handle_offset_fetch(broker: GroupServices, ctx: RequestContext, req: A
 
 
 async def handle_offset_delete(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not ctx.authorize(Op.DELETE, ResourceType.GROUP, req.group_id):
+        return {"error_code": E.GROUP_AUTHORIZATION_FAILED, "topics": []}
     service = await _ready(broker)
-    wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics]
+    readable = authz.topics_allowed(ctx, Op.READ, [t.name for t in req.topics])
+    denied = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics
+              if t.name not in readable]
+    wanted = [(t.name, [p.partition_index for p in t.partitions]) for t in req.topics
+              if t.name in readable]
     out = Out()
     code, found = service.core.delete_offsets(req.group_id, wanted, out)
     service.apply(out)
@@ -444,6 +500,9 @@ async def handle_offset_delete(broker: GroupServices, ctx: RequestContext, req: 
                     ],
                 }
             )
+        topics.extend({"name": name, "partitions": [
+            {"partition_index": p, "error_code": E.TOPIC_AUTHORIZATION_FAILED} for p in parts]}
+            for name, parts in denied)
     return {"error_code": code, "topics": topics}
 
 
@@ -453,13 +512,27 @@ async def handle_offset_delete(broker: GroupServices, ctx: RequestContext, req: 
 async def handle_describe_groups(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     groups = []
+    described = authz.allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, req.groups)
+    asked_ops = bool(getattr(req, "include_authorized_operations", False))
     for group_id in req.groups:
+        if group_id not in described:
+            groups.append(_group_denied(group_id, ctx))
+            continue
         g = service.core.describe_group(group_id)
+        g["authorized_operations"] = authz.operations(
+            ctx, ResourceType.GROUP, group_id, asked_ops)
         if ctx.api_version >= 6 and g["error_code"] == E.NONE and g["group_state"] == "Dead":
             g["error_code"] = CE.GROUP_ID_NOT_FOUND
             g["error_message"] = f"Group {group_id} not found."
         groups.append(g)
     return {"groups": groups}
+
+
+def _group_denied(group_id: str, ctx: RequestContext) -> dict[str, Any]:
+    return {"error_code": E.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+            "group_id": group_id, "group_state": "", "protocol_type": "",
+            "protocol_data": "", "members": [],
+            "authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED}
 
 
 async def handle_list_groups(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -472,14 +545,21 @@ async def handle_list_groups(broker: GroupServices, ctx: RequestContext, req: An
         if (not states or g["group_state"].lower() in states)
         and (not types or g["group_type"] in types)
     ]
+    if not authz.cluster_allows(ctx, Op.DESCRIBE):
+        # without DESCRIBE on the cluster, only the groups it may DESCRIBE
+        visible = authz.allowed(ctx, Op.DESCRIBE, ResourceType.GROUP,
+                                [g["group_id"] for g in groups])
+        groups = [g for g in groups if g["group_id"] in visible]
     return {"error_code": E.NONE, "groups": groups}
 
 
 async def handle_delete_groups(broker: GroupServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     service = await _ready(broker)
     out = Out()
+    deletable = authz.allowed(ctx, Op.DELETE, ResourceType.GROUP, req.groups_names)
     results = [
-        {"group_id": g, "error_code": service.core.delete_group(g, out)} for g in req.groups_names
+        {"group_id": g, "error_code": service.core.delete_group(g, out) if g in deletable
+         else E.GROUP_AUTHORIZATION_FAILED} for g in req.groups_names
     ]
     if not service.apply(out):
         for r in results:
@@ -504,6 +584,12 @@ async def handle_consumer_group_heartbeat(
         return heartbeat_error(CE.INVALID_REQUEST, "MemberId can't be empty.")
     if req.member_epoch < -2:
         return heartbeat_error(CE.INVALID_REQUEST, f"MemberEpoch {req.member_epoch} is invalid.")
+    if not _may_read(ctx, req.group_id):
+        return heartbeat_error(E.GROUP_AUTHORIZATION_FAILED, None)
+    if req.subscribed_topic_names:
+        names = list(req.subscribed_topic_names)
+        if len(authz.topics_allowed(ctx, Op.DESCRIBE, names)) < len(set(names)):
+            return heartbeat_error(E.TOPIC_AUTHORIZATION_FAILED, None)
     owned = None
     if req.topic_partitions is not None:
         owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions}
@@ -543,11 +629,20 @@ async def handle_consumer_group_describe(
     service = await _ready(broker)
     image = broker.image
     names = {tid: t.name for tid, t in image.topics_by_id.items()}
-    return {
-        "groups": [
-            service.core.consumer_describe(g, names, service.topics()) for g in req.group_ids
-        ]
-    }
+    described = authz.allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, req.group_ids)
+    groups = []
+    for g in req.group_ids:
+        if g not in described:
+            groups.append({"error_code": E.GROUP_AUTHORIZATION_FAILED, "error_message": None,
+                           "group_id": g, "group_state": "", "group_epoch": -1,
+                           "assignment_epoch": -1, "assignor_name": "", "members": [],
+                           "authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED})
+            continue
+        entry = service.core.consumer_describe(g, names, service.topics())
+        entry["authorized_operations"] = authz.operations(
+            ctx, ResourceType.GROUP, g, req.include_authorized_operations)
+        groups.append(entry)
+    return {"groups": groups}
 
 
 def _ms(value: Any) -> int:

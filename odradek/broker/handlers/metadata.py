@@ -9,8 +9,11 @@ from ...metadata import directories as D
 from ...metadata.controller import NewTopic, validate_topic_name
 from ...metadata.image import MetadataImage, PartitionImage, TopicImage
 from ...protocol import errors as E
+from ...security.resources import AclOperation as Op
+from ...security.resources import ResourceType
 from ..context import RequestContext
 from ..services import MetadataServices
+from . import authz
 from .admin import create_topics
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -101,7 +104,10 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
     allow_auto_create = getattr(req, "allow_auto_topic_creation", True)
     topics: list[dict[str, Any]] = []
     if requested is None:
-        topics = [topic_entry(t, image) for _, t in sorted(image.topics_by_name.items())]
+        # Kafka hides the topics the principal may not DESCRIBE
+        visible = authz.topics_allowed(ctx, Op.DESCRIBE, image.topics_by_name)
+        topics = [topic_entry(t, image) for n, t in sorted(image.topics_by_name.items())
+                  if n in visible]
     elif version < TOPIC_IDS_VERSION and any(
         t.name is None or getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID for t in requested
     ):
@@ -110,12 +116,23 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
         topics = [error_topic(t.name or "", E.INVALID_REQUEST,
                               getattr(t, "topic_id", ZERO_UUID) or ZERO_UUID) for t in requested]
     else:
+        by_id = [image.topics_by_id[t.topic_id] for t in requested
+                 if getattr(t, "name", None) is None
+                 and getattr(t, "topic_id", None) in image.topics_by_id]
+        described = authz.topics_allowed(
+            ctx, Op.DESCRIBE, [t.name for t in requested if getattr(t, "name", None) is not None]
+            + [t.name for t in by_id])
         to_create: list[str] = []
+        may_create: bool | None = None
         for t in requested:
             name = getattr(t, "name", None)
             topic_id = getattr(t, "topic_id", None)
             if name is None and topic_id is not None and topic_id != ZERO_UUID:
                 found = image.topics_by_id.get(topic_id)
+                if found is not None and found.name not in described:
+                    # unknown and unauthorized look alike, as in Kafka
+                    topics.append(error_topic(None, E.TOPIC_AUTHORIZATION_FAILED, topic_id))
+                    continue
                 topics.append(
                     topic_entry(found, image) if found
                     else error_topic(None, E.UNKNOWN_TOPIC_ID, topic_id)
@@ -124,12 +141,21 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
             if name is None:
                 topics.append(error_topic(None, E.INVALID_REQUEST))
                 continue
+            if name not in described:
+                topics.append(error_topic(name, E.TOPIC_AUTHORIZATION_FAILED))
+                continue
             found = image.topics_by_name.get(name)
             if found is not None:
                 topics.append(topic_entry(found, image))
             elif validate_topic_name(name) is not None:
                 topics.append(error_topic(name, E.INVALID_TOPIC_EXCEPTION))
             elif allow_auto_create and broker.config.get("auto.create.topics.enable"):
+                # auto-creation needs CREATE on the cluster, else on the topic
+                if may_create is None:
+                    may_create = authz.cluster_allows(ctx, Op.CREATE)
+                if not may_create and not ctx.authorize(Op.CREATE, ResourceType.TOPIC, name):
+                    topics.append(error_topic(name, E.TOPIC_AUTHORIZATION_FAILED))
+                    continue
                 to_create.append(name)
                 topics.append({"name": name})  # filled in below
             else:
@@ -148,12 +174,19 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
                         topics[i] = topic_entry(found, image)
                     else:
                         topics[i] = error_topic(name, res.error_code or E.LEADER_NOT_AVAILABLE)
+    if getattr(req, "include_topic_authorized_operations", False):
+        for entry in topics:
+            if entry["error_code"] == 0:
+                entry["topic_authorized_operations"] = authz.operations(
+                    ctx, ResourceType.TOPIC, entry["name"], True)
     return {
         "brokers": brokers_for(image, ctx.listener),
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": authz.operations(
+            ctx, ResourceType.CLUSTER, "kafka-cluster",
+            bool(getattr(req, "include_cluster_authorized_operations", False))),
         "error_code": 0,
     }
 
@@ -179,7 +212,9 @@ async def handle_describe_cluster(
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "brokers": brokers_for(broker.image, ctx.listener),
-        "cluster_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
+        "cluster_authorized_operations": authz.operations(
+            ctx, ResourceType.CLUSTER, "kafka-cluster",
+            bool(getattr(req, "include_cluster_authorized_operations", False))),
     }
 
 
@@ -188,7 +223,12 @@ async def handle_describe_topic_partitions(
 ) -> dict[str, Any]:
     image = broker.image
     limit = max(1, min(req.response_partition_limit, 2000))
-    names = sorted({t.name for t in req.topics}) if req.topics else sorted(image.topics_by_name)
+    if req.topics:
+        names = sorted({t.name for t in req.topics})
+        described = authz.topics_allowed(ctx, Op.DESCRIBE, names)
+    else:  # every topic the principal may describe; the others are hidden
+        described = authz.topics_allowed(ctx, Op.DESCRIBE, image.topics_by_name)
+        names = sorted(described)
     cursor = req.cursor
     if cursor is not None:
         names = [n for n in names if n >= cursor.topic_name]
@@ -197,10 +237,16 @@ async def handle_describe_topic_partitions(
     next_cursor = None
     for name in names:
         topic = image.topics_by_name.get(name)
+        if name not in described:
+            out.append(error_topic(name, E.TOPIC_AUTHORIZATION_FAILED))
+            continue
         if topic is None:
             out.append(error_topic(name, E.UNKNOWN_TOPIC_OR_PARTITION))
             continue
         entry = topic_entry(topic, image)
+        entry["topic_authorized_operations"] = authz.operations(
+            ctx, ResourceType.TOPIC, name,
+            getattr(req, "include_topic_authorized_operations", True))
         parts = entry["partitions"]
         if cursor is not None and name == cursor.topic_name:
             parts = [p for p in parts if p["partition_index"] >= cursor.partition_index]

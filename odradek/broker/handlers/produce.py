@@ -13,11 +13,14 @@ import time
 from typing import Any
 
 from ...protocol import errors as E
+from ...security.resources import AclOperation as Op
+from ...security.resources import ResourceType
 from ...protocol.entities import ms
 from ...protocol.record_scan import check_records
 from ...protocol.records import InvalidRecords, validate_produce_records
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
+from . import authz
 from ..producer_checks import check_producer_batch
 from ..services import ProduceServices
 
@@ -96,12 +99,24 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
     # purgatory) for the high watermark to pass them, or the request timeout.
     replicated: list[tuple[dict[str, Any], Any, int]] = []
     # KIP-890 with a coordinator on another broker: asked once, before the appends.
-    verified = await broker.txn_coordinator.verifier.verify(req) if req.transactional_id else {}
+    # WRITE on the transactional id (all partitions fail without it), then on each topic
+    txn_denied = req.transactional_id is not None and not ctx.authorize(
+        Op.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
+    writable = set() if txn_denied else authz.topics_allowed(
+        ctx, Op.WRITE, [t.name for t in req.topic_data])
+    verified = (await broker.txn_coordinator.verifier.verify(req)
+                if req.transactional_id and not txn_denied else {})
     for topic in req.topic_data:
         name = topic.name
         parts = []
         for pd in topic.partition_data:
             index = pd.index
+            if txn_denied:
+                parts.append(_partition_error(index, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
+                continue
+            if name not in writable:
+                parts.append(_partition_error(index, E.TOPIC_AUTHORIZATION_FAILED))
+                continue
             if acks not in (0, 1, -1):
                 parts.append(_partition_error(index, E.INVALID_REQUIRED_ACKS))
                 continue

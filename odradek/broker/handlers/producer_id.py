@@ -13,6 +13,8 @@ from typing import Any
 
 from ...protocol import errors as E
 from ...protocol.client import ChannelError
+from ...security.resources import CLUSTER_NAME, ResourceType
+from ...security.resources import AclOperation as Op
 from ..context import RequestContext
 from ..services import ProducerIdServices
 from .txn import init_transactional_producer_id
@@ -24,7 +26,15 @@ async def handle_init_producer_id(
     broker: "ProducerIdServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     if req.transactional_id is not None:
+        if not ctx.authorize(Op.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+            return {"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "producer_id": -1,
+                    "producer_epoch": -1}
         return await init_transactional_producer_id(broker, req)
+    # idempotent: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic (Kafka's rule)
+    if not ctx.authorize(Op.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME) and \
+            not ctx.authorize_any(Op.WRITE, ResourceType.TOPIC):
+        return {"error_code": E.CLUSTER_AUTHORIZATION_FAILED, "producer_id": -1,
+                "producer_epoch": -1}
     # Without a transactional id the transaction timeout means nothing (clients
     # send -1 or their default); Kafka ignores it too.
     producer_id = getattr(req, "producer_id", -1)

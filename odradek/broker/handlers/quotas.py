@@ -1,6 +1,6 @@
 """DescribeClientQuotas and AlterClientQuotas (KIP-546): client quotas live in
 the metadata log as ClientQuotaRecords (metadata/client_quotas.py); every
-broker enforces what its image holds (security/quotas.py, the pipeline's
+broker enforces what its image holds (broker/quotas.py, the pipeline's
 throttle stage). AlterClientQuotas is relayed to the active controller by
 broker-only nodes (apis.py: forwarded)."""
 

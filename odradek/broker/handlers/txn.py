@@ -25,6 +25,7 @@ from ...protocol import records as batches
 from ...protocol.entities import ms
 from ...security.resources import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import RequestContext
+from . import authz
 from ..services import TxnServices
 
 
@@ -49,15 +50,25 @@ async def init_transactional_producer_id(broker: TxnServices, req: Any) -> dict[
 # -- AddPartitionsToTxn -------------------------------------------------------------------
 
 
-async def _add_partitions(broker: TxnServices, tid: str, pid: int, epoch: int, topics: Any,
-                    verify_only: bool) -> list[dict[str, Any]]:
+def _may_write_txn(ctx: RequestContext, tid: str | None) -> bool:
+    return tid is not None and ctx.authorize(AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                             tid)
+
+
+async def _add_partitions(broker: TxnServices, ctx: RequestContext, tid: str, pid: int,
+                          epoch: int, topics: Any, verify_only: bool) -> list[dict[str, Any]]:
     service = _service(broker)
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     errors: dict[tuple[str, int], int] = {}
     image = broker.image
+    writable = authz.topics_allowed(ctx, AclOperation.WRITE, [t for t, _ in wanted])
     for topic, p in wanted:  # any broker may lead it: the metadata image knows
         t = image.topics_by_name.get(topic)
-        if t is None or p not in t.partitions:
+        if not _may_write_txn(ctx, tid):
+            errors[(topic, p)] = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        elif topic not in writable:
+            errors[(topic, p)] = E.TOPIC_AUTHORIZATION_FAILED
+        elif t is None or p not in t.partitions:
             errors[(topic, p)] = E.UNKNOWN_TOPIC_OR_PARTITION
     if verify_only:
         for tp in wanted:
@@ -87,15 +98,18 @@ async def handle_add_partitions_to_txn(broker: TxnServices, ctx: RequestContext,
     await _service(broker).ensure_topic()
     if ctx.api_version <= 3:
         results = await _add_partitions(
-            broker, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
+            broker, ctx, req.v3_and_below_transactional_id, req.v3_and_below_producer_id,
             req.v3_and_below_producer_epoch, req.v3_and_below_topics, False)
         return {"results_by_topic_v3_and_below": results}
+    if not authz.cluster_allows(ctx, AclOperation.CLUSTER_ACTION):
+        # v4+ batches come from brokers (KIP-890 verification): CLUSTER_ACTION
+        return {"error_code": E.CLUSTER_AUTHORIZATION_FAILED, "results_by_transaction": []}
     return {
         "error_code": E.NONE,
         "results_by_transaction": [
             {"transactional_id": t.transactional_id,
              "topic_results": await _add_partitions(
-                 broker, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
+                 broker, ctx, t.transactional_id, t.producer_id, t.producer_epoch, t.topics,
                  t.verify_only)}
             for t in req.transactions
         ],
@@ -107,6 +121,10 @@ async def handle_add_partitions_to_txn(broker: TxnServices, ctx: RequestContext,
 
 async def handle_add_offsets_to_txn(broker: TxnServices, ctx: RequestContext, req: Any
                                     ) -> dict[str, Any]:
+    if not _may_write_txn(ctx, req.transactional_id):
+        return {"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
+    if not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        return {"error_code": E.GROUP_AUTHORIZATION_FAILED}
     service = _service(broker)
     groups = broker.group_coordinator
     if await groups.ensure_offsets_topic() != E.NONE:
@@ -129,6 +147,11 @@ async def handle_txn_offset_commit(broker: TxnServices, ctx: RequestContext, req
     core = groups.core
     now = _now()
     code = core.check(req.group_id)
+    if not _may_write_txn(ctx, req.transactional_id):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not ctx.authorize(AclOperation.READ, ResourceType.GROUP, req.group_id):
+        code = E.GROUP_AUTHORIZATION_FAILED
+    readable = authz.topics_allowed(ctx, AclOperation.READ, [t.name for t in req.topics])
     generation = getattr(req, "generation_id", -1)
     if code == E.NONE and generation >= 0:
         code = core._validate_commit(req.group_id, getattr(req, "member_id", ""),
@@ -150,6 +173,8 @@ async def handle_txn_offset_commit(broker: TxnServices, ctx: RequestContext, req
         parts = []
         for p in t.partitions:
             pcode = code
+            if pcode == E.NONE and t.name not in readable:
+                pcode = E.TOPIC_AUTHORIZATION_FAILED
             metadata = p.committed_metadata or ""
             if pcode == E.NONE and len(metadata.encode()) > core.config.offset_metadata_max_bytes:
                 pcode = 12  # OFFSET_METADATA_TOO_LARGE
@@ -201,6 +226,8 @@ def _append_txn_offsets(broker: TxnServices, partition: int, pid: int, epoch: in
 
 
 async def handle_end_txn(broker: TxnServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
+    if not _may_write_txn(ctx, req.transactional_id):
+        return {"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
     service = _service(broker)
     out = TxnOut()
     code = service.write_refused(req.transactional_id)
@@ -245,13 +272,16 @@ async def handle_write_txn_markers(broker: TxnServices, ctx: RequestContext, req
 async def handle_describe_producers(broker: TxnServices, ctx: RequestContext, req: Any
                                     ) -> dict[str, Any]:
     topics = []
+    readable = authz.topics_allowed(ctx, AclOperation.READ, [t.name for t in req.topics])
     for t in req.topics:
         parts = []
         for p in t.partition_indexes:
             part = broker.replica_manager.get(t.name, p)
             entry: dict[str, Any] = {"partition_index": p, "error_code": E.NONE,
                                      "error_message": None, "active_producers": []}
-            if part is None:
+            if t.name not in readable:
+                entry["error_code"] = E.TOPIC_AUTHORIZATION_FAILED
+            elif part is None:
                 entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
             elif part.leader != broker.node_id:
                 entry["error_code"] = E.NOT_LEADER_OR_FOLLOWER
@@ -272,8 +302,11 @@ async def handle_describe_transactions(broker: TxnServices, ctx: RequestContext,
                                        ) -> dict[str, Any]:
     core = _service(broker).core
     states = []
+    described = authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                              req.transactional_ids)
     for tid in req.transactional_ids:
-        code, txn = core.describe(tid)
+        code, txn = core.describe(tid) if tid in described else (
+            E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, None)
         entry: dict[str, Any] = {"error_code": code, "transactional_id": tid,
                                  "transaction_state": "", "transaction_timeout": 0,
                                  "transaction_start_time": 0, "producer_id": -1,
@@ -310,6 +343,9 @@ async def handle_list_transactions(broker: TxnServices, ctx: RequestContext, req
                 "transaction_states": []}
     if filters and not filters & KNOWN_STATES:
         txns = []
+    visible = authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID,
+                            [t.transactional_id for t in txns])
+    txns = [t for t in txns if t.transactional_id in visible]
     return {
         "error_code": E.NONE,
         "unknown_state_filters": unknown,
