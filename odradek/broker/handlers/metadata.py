@@ -109,7 +109,8 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
         topics = [topic_entry(t, image) for n, t in sorted(image.topics_by_name.items())
                   if n in visible]
     elif version < TOPIC_IDS_VERSION and any(
-        t.name is None or getattr(t, "topic_id", ZERO_UUID) != ZERO_UUID for t in requested
+        t.name is None or getattr(t, "topic_id", None) not in (None, ZERO_UUID)
+        for t in requested
     ):
         # Kafka: topic ids need v12, and v10-11 responses cannot carry a null name;
         # the whole request is INVALID_REQUEST, a null name answered as "".
