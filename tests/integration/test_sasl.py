@@ -86,8 +86,8 @@ def add_scram_users(broker: BrokerProcess) -> None:
 
 
 def create_topic(broker: BrokerProcess, name: str) -> None:
-    fs = admin(broker).create_topics([NewTopic(name, 1, 1)], operation_timeout=20)
-    fs[name].result(timeout=20)
+    a = admin(broker)  # kept until the answer: a destroyed client fails its futures
+    a.create_topics([NewTopic(name, 1, 1)], operation_timeout=20)[name].result(timeout=20)
 
 
 @pytest.fixture(scope="module")
@@ -477,7 +477,8 @@ def test_scram_credentials_survive_kill_9() -> None:
         b.kill9()
         b.start()
         assert ck_roundtrip(b, "SCRAM-SHA-512", name, [b"after restart"]) == [b"after restart"]
-        described = admin(b).describe_user_scram_credentials(["bob", "carol"])
+        a = admin(b)
+        described = a.describe_user_scram_credentials(["bob", "carol"])
         infos = {u: [(i.mechanism, i.iterations) for i in f.result(20).scram_credential_infos]
                  for u, f in described.items()}
         assert infos == {"bob": [(ScramMechanism.SCRAM_SHA_256, 4096)],
