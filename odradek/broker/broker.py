@@ -36,7 +36,7 @@ from ..security.authorizer import Authorizer
 from ..security.tls import ListenerTls
 from ..security import scram
 from ..security.sasl import SaslClientConfig, SaslServerConfig
-from ..security.sasl_config import client_config, server_configs
+from ..security.sasl_config import controller_client, inter_broker_client, server_configs
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
 from ..storage.log import kafka_uuid_string
@@ -89,12 +89,8 @@ class Broker:
         # node's own clients log in to other nodes' SASL listeners.
         self.sasl_listeners: dict[str, SaslServerConfig] = server_configs(
             config, self._scram_credential)
-        self.inter_broker_sasl: SaslClientConfig | None = client_config(
-            config, config.inter_broker_listener_name, "sasl.mechanism.inter.broker.protocol")
-        controller_listeners = sorted(config.controller_listener_names)
-        self.controller_sasl: SaslClientConfig | None = client_config(
-            config, controller_listeners[0], "sasl.mechanism.controller.protocol"
-        ) if controller_listeners else None
+        self.inter_broker_sasl: SaslClientConfig | None = inter_broker_client(config)
+        self.controller_sasl: SaslClientConfig | None = controller_client(config)
         self.started_ms = int(time.time() * 1000)
         self.log_dirs: list[Path] = list(config.log_dirs)
         self.metadata_dir = config.metadata_log_dir
@@ -110,7 +106,8 @@ class Broker:
         self.quorum: MetadataQuorum = (
             MetadataQuorum(self.metadata_dir, self.node_id, settings) if raft is None
             else RaftMetadataQuorum(self.metadata_dir, self.node_id, raft, self.cluster_id,
-                                    settings, self.tls.controller_client_context())
+                                    settings, self.tls.controller_client_context(),
+                                    sasl=self.controller_sasl)
         )
         self.controller = Controller(
             default_num_partitions=config.get("num.partitions"),

@@ -86,6 +86,7 @@ from ..raft.effects import (
 )
 from ..raft.log import OffsetAndEpoch
 from ..raft.state import NO_ID, State, read_quorum_state, write_quorum_state
+from ..security.sasl import SaslClientConfig
 from . import image as img
 from . import raft_wire
 from . import records as R
@@ -151,9 +152,11 @@ class RaftMetadataQuorum(MetadataQuorum):
         cluster_id: str,
         settings: MetadataLogSettings | None = None,
         channel_ssl: ssl.SSLContext | None = None,
+        sasl: SaslClientConfig | None = None,  # logging in to the other voters
     ) -> None:
         super().__init__(metadata_dir, node_id, settings)
         self.channel_ssl = channel_ssl  # TLS to the other voters (controller listener)
+        self.sasl = sasl
         assert node_id in config.voters, "only a voter runs the Raft quorum"
         self.config = config
         self.cluster_id = cluster_id
@@ -428,7 +431,7 @@ class RaftMetadataQuorum(MetadataQuorum):
         if channel is None:
             address = self.config.voters.addresses[envelope.dst]
             channel = KafkaChannel(address.host, address.port, b"odradek-raft",
-                                   ssl_context=self.channel_ssl)
+                                   ssl_context=self.channel_ssl, sasl=self.sasl)
             self._channels[key] = channel
         self._queued[key] = self._queued.get(key, 0) + 1
         task = asyncio.get_running_loop().create_task(self._call(channel, key, envelope))

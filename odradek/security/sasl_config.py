@@ -93,6 +93,22 @@ def server_configs(config: BrokerConfig, scram_credentials: CredentialLookup
     return out
 
 
+def inter_broker_client(config: BrokerConfig) -> SaslClientConfig | None:
+    """How this node logs in to other brokers (replication, transaction markers)."""
+    return client_config(config, config.inter_broker_listener_name,
+                         "sasl.mechanism.inter.broker.protocol")
+
+
+def controller_client(config: BrokerConfig) -> SaslClientConfig | None:
+    """How this node logs in to the controllers: the first of
+    controller.listener.names, as Kafka's brokers and voters do."""
+    names = [n.strip() for n in str(config.get("controller.listener.names") or "").split(",")
+             if n.strip()]
+    if not names:
+        return None
+    return client_config(config, names[0], "sasl.mechanism.controller.protocol")
+
+
 def client_config(config: BrokerConfig, listener: str, mechanism_key: str) -> SaslClientConfig | None:
     """How this node logs in to `listener` of another node: None unless that
     listener is SASL. `mechanism_key` is sasl.mechanism.inter.broker.protocol or
