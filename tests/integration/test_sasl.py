@@ -488,3 +488,73 @@ def test_scram_credentials_survive_kill_9() -> None:
     finally:
         b.stop()
         shutil.rmtree(b.data_dir, ignore_errors=True)
+
+
+# -- the CLI: storage format --add-scram, odradek users --------------------------------
+
+
+def odradek_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    import sys
+
+    from tests.integration.broker_proc import REPO_ROOT
+
+    return subprocess.run([sys.executable, "-m", "odradek", *args], check=False,
+                          capture_output=True,
+                          text=True, timeout=60, cwd=str(REPO_ROOT))
+
+
+def test_storage_format_bootstraps_scram_users_and_odradek_users_manages_them(
+        tmp_path: Any) -> None:
+    port = free_port()
+    data = tmp_path / "data"
+    overrides = sasl_overrides(port, **{"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
+                                        "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-256",
+                                        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config":
+                                            'org.apache.kafka.common.security.scram.ScramLoginModule'
+                                            ' required username="admin" password="admin-secret";'})
+    del overrides["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
+    props = tmp_path / "server.properties"
+    props.write_text("".join(f"{k}={v}\n" for k, v in {**overrides, "log.dirs": data}.items()))
+    done = odradek_cli("storage", "format", "-c", str(props), "--cluster-id", "SaslCluster000001",
+                       "--add-scram", "SCRAM-SHA-256=[name=admin,password=admin-secret]",
+                       "--add-scram", 'SCRAM-SHA-512=[name=erin,iterations=8192,password="erin-secret"]')
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 SCRAM credential(s)" in done.stdout
+    assert b"admin-secret" not in (data / "bootstrap-records.json").read_bytes()
+    b = BrokerProcess(config_file=props, port=port, data_dir=data,
+                      overrides={"listeners": f"SASL_PLAINTEXT://{HOST}:{port}"}).start()
+    try:
+        name = topic()
+        a = AdminClient(ck_conf(b, "SCRAM-SHA-256", "admin", "admin-secret"))
+        a.create_topics([NewTopic(name, 1, 1)], operation_timeout=20)[name].result(timeout=20)
+        client = tmp_path / "client.properties"
+        client.write_text(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="admin" password="admin-secret";\n')
+        common = ["users", "--bootstrap-server", b.bootstrap, "--command-config", str(client)]
+        out = odradek_cli(*common, "describe")
+        assert out.returncode == 0, out.stderr
+        assert "'admin' are SCRAM-SHA-256(iterations=4096)" in out.stdout
+        assert "'erin' are SCRAM-SHA-512(iterations=8192)" in out.stdout
+        out = odradek_cli(*common, "upsert", "frank", "--add-config",
+                          "SCRAM-SHA-512=[iterations=4096,password=frank-secret]")
+        assert out.returncode == 0, out.stderr
+        USERS["FRANK"] = ("frank", "frank-secret")
+        try:
+            values = [b"frank was here"]
+            p = Producer(ck_conf(b, "SCRAM-SHA-512", "frank", "frank-secret"))
+            p.produce(name, values[0])
+            assert p.flush(20) == 0
+        finally:
+            del USERS["FRANK"]
+        out = odradek_cli(*common, "delete", "frank", "--mechanism", "SCRAM-SHA-256")
+        assert out.returncode == 1 and "does not exist" in out.stderr  # frank has no such one
+        out = odradek_cli(*common, "delete", "frank")  # every mechanism frank has
+        assert out.returncode == 0, out.stderr
+        out = odradek_cli(*common, "describe", "frank")
+        assert out.returncode == 1 and "nonexistent" in out.stderr
+        bad = odradek_cli(*common, "upsert", "x", "--add-config", "SCRAM-SHA-1=[password=x]")
+        assert bad.returncode == 2 and "unknown SCRAM mechanism" in bad.stderr
+    finally:
+        b.stop()
