@@ -64,7 +64,7 @@ from typing import Any
 
 from ..protocol import api
 from ..protocol import records as batches
-from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
+from ..protocol.client import ChannelError, KafkaChannel, SaslLogin, stop_tasks
 from ..raft import messages as M
 from ..raft.config import (
     ELECTION_BACKOFF_MAX_MS,
@@ -86,7 +86,6 @@ from ..raft.effects import (
 )
 from ..raft.log import OffsetAndEpoch
 from ..raft.state import NO_ID, State, read_quorum_state, write_quorum_state
-from ..security.sasl import SaslClientConfig
 from . import image as img
 from . import raft_wire
 from . import records as R
@@ -152,7 +151,7 @@ class RaftMetadataQuorum(MetadataQuorum):
         cluster_id: str,
         settings: MetadataLogSettings | None = None,
         channel_ssl: ssl.SSLContext | None = None,
-        sasl: SaslClientConfig | None = None,  # logging in to the other voters
+        sasl: SaslLogin | None = None,  # logging in to the other voters
     ) -> None:
         super().__init__(metadata_dir, node_id, settings)
         self.channel_ssl = channel_ssl  # TLS to the other voters (controller listener)

@@ -22,12 +22,11 @@ import io
 import ssl
 import struct
 import time
-from typing import Any
+from collections.abc import Generator
+from typing import Any, Protocol
 
 from kio.serial import entity_writer
 
-from ..security.sasl import SaslClientConfig
-from ..security.scram import ScramClient, ScramError
 from . import api, entities
 from .guard import decode_message
 
@@ -43,10 +42,23 @@ class ChannelError(Exception):
     pass
 
 
+class SaslLogin(Protocol):
+    """How a channel logs in (security/sasl.SaslClientConfig): the mechanism,
+    the user for messages, and the exchange as a generator that yields the
+    client's tokens and is sent each answer of the server (raising ValueError
+    when an answer does not verify)."""
+
+    @property
+    def mechanism(self) -> str: ...
+    @property
+    def username(self) -> str: ...
+    def exchange(self) -> Generator[bytes, bytes, None]: ...
+
+
 class KafkaChannel:
     def __init__(self, host: str, port: int, client_id: bytes = CLIENT_ID,
                  ssl_context: ssl.SSLContext | None = None,
-                 sasl: SaslClientConfig | None = None) -> None:
+                 sasl: SaslLogin | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -78,7 +90,7 @@ class KafkaChannel:
         if self.sasl is not None:
             await self._authenticate(self.sasl, timeout_s)
 
-    async def _authenticate(self, sasl: SaslClientConfig, timeout_s: float) -> None:
+    async def _authenticate(self, sasl: SaslLogin, timeout_s: float) -> None:
         """SaslHandshake v1 and SaslAuthenticate v2 on the new connection."""
         where = f"{self.host}:{self.port}"
         hs = await self._call(api.ApiKey.SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism},
@@ -87,29 +99,22 @@ class KafkaChannel:
             self.close()
             raise ChannelError(f"SASL handshake with {where} failed: error "
                                f"{int(hs.error_code)}; it offers {', '.join(hs.mechanisms)}")
-        scram = None
-        if sasl.mechanism == "PLAIN":
-            tokens = [b"\x00" + sasl.username.encode() + b"\x00" + sasl.password.encode()]
-        else:
-            scram = ScramClient(sasl.mechanism, sasl.username, sasl.password)
-            tokens = [scram.first()]
+        exchange = sasl.exchange()
+        token: bytes | None = next(exchange)
         lifetime_ms = 0
-        while tokens:
-            resp = await self._call(api.ApiKey.SASL_AUTHENTICATE, 2,
-                                    {"auth_bytes": tokens.pop()}, timeout_s)
+        while token is not None:
+            resp = await self._call(api.ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token},
+                                    timeout_s)
             if resp.error_code != 0:
                 self.close()
                 raise ChannelError(f"SASL {sasl.mechanism} authentication to {where} as "
                                    f"{sasl.username} failed: {resp.error_message}")
             lifetime_ms = int(resp.session_lifetime.total_seconds() * 1000)
-            if scram is None:
-                break
             try:
-                if not resp.auth_bytes.startswith(b"v="):
-                    tokens.append(scram.final(resp.auth_bytes))
-                else:
-                    scram.verify(resp.auth_bytes)
-            except ScramError as e:
+                token = exchange.send(bytes(resp.auth_bytes))
+            except StopIteration:
+                token = None
+            except ValueError as e:  # the server's answer does not verify
                 self.close()
                 raise ChannelError(f"SASL {sasl.mechanism} with {where}: {e}") from e
         self._reauth_at = None

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
 from .resources import Principal
 from .scram import MECHANISMS as SCRAM_MECHANISMS
-from .scram import ScramCredential, ScramError, ScramServer
+from .scram import ScramClient, ScramCredential, ScramError, ScramServer
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +77,18 @@ class SaslClientConfig:
 
     def __repr__(self) -> str:  # never the password
         return f"SaslClientConfig({self.mechanism}, {self.username})"
+
+    def exchange(self) -> Generator[bytes, bytes, None]:
+        """The client's side (protocol/client.SaslLogin): yields tokens, is sent
+        the server's answers; a SCRAM server signature that does not verify
+        raises ScramError (a ValueError)."""
+        if self.mechanism == "PLAIN":
+            yield b"\x00" + self.username.encode() + b"\x00" + self.password.encode()
+            return
+        client = ScramClient(self.mechanism, self.username, self.password)
+        server_first = yield client.first()
+        server_final = yield client.final(server_first)
+        client.verify(server_final)
 
 
 class State(Enum):

@@ -44,7 +44,7 @@ MAX_MESSAGE_BYTES = 4096  # a SCRAM message longer than this is refused, unparse
 _FAKE_SALT_KEY = secrets.token_bytes(32)
 
 
-class ScramError(Exception):
+class ScramError(ValueError):
     """The exchange failed; the message is safe to send to the client and to log."""
 
 
