@@ -558,3 +558,48 @@ def test_storage_format_bootstraps_scram_users_and_odradek_users_manages_them(
         assert bad.returncode == 2 and "unknown SCRAM mechanism" in bad.stderr
     finally:
         b.stop()
+
+
+# -- SASL_SSL: the same exchange over TLS -----------------------------------------------
+
+
+def test_sasl_ssl_with_scram_and_plain(tmp_path: Any) -> None:
+    from tests.integration.tls_certs import TlsFiles
+
+    certs = TlsFiles(tmp_path / "certs")
+    port = free_port()
+    overrides = sasl_overrides(port, **certs.server_pem_config())
+    overrides = {k.replace("sasl_plaintext", "sasl_ssl"): str(v).replace("SASL_PLAINTEXT", "SASL_SSL")
+                 for k, v in overrides.items()}
+    b = BrokerProcess(overrides=overrides, port=port).start()
+    try:
+        tls = {"security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca_pem)}
+        a = AdminClient({**ck_conf(b, "PLAIN", "admin", "admin-secret"), **tls})
+        upsert = UserScramCredentialUpsertion(
+            "carol", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), b"carol-secret")
+        for f in a.alter_user_scram_credentials([upsert]).values():
+            f.result(timeout=20)
+        name = topic()
+        a.create_topics([NewTopic(name, 1, 1)], operation_timeout=20)[name].result(timeout=20)
+        conf = {**ck_conf(b, "SCRAM-SHA-512", "carol", "carol-secret"), **tls}
+        p = Producer(conf)
+        p.produce(name, b"over tls")
+        assert p.flush(20) == 0
+        c = Consumer({**conf, "group.id": "g", "auto.offset.reset": "earliest"})
+        c.subscribe([name])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        c.close()
+        assert got == [b"over tls"]
+        errors: list[str] = []
+        bad = Producer({**ck_conf(b, "SCRAM-SHA-512", "carol", "wrong"), **tls,
+                        "error_cb": lambda e: errors.append(str(e))})
+        bad.produce(name, b"x")
+        bad.flush(3)
+        assert any("invalid credentials" in e for e in errors), errors
+    finally:
+        b.stop()
