@@ -31,12 +31,13 @@ from ..metadata.raft_quorum import RaftMetadataQuorum, raft_config
 from ..protocol.client import ChannelError, stop_tasks
 from ..replication.leader_replication import LeaderReplication, ReplicationHost
 from ..replication.replica_manager import ReplicaManager
+from ..security import scram
 from ..security.acl import build_authorizer
 from ..security.authorizer import Authorizer
-from ..security.tls import ListenerTls
-from ..security import scram
 from ..security.sasl import SaslClientConfig, SaslServerConfig
+from ..security.sasl_config import ConfigError as SaslConfigError
 from ..security.sasl_config import controller_client, inter_broker_client, server_configs
+from ..security.tls import ListenerTls
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
 from ..storage.log import kafka_uuid_string
@@ -87,10 +88,13 @@ class Broker:
         # SASL: each SASL listener's settings (users of PLAIN; SCRAM credentials
         # are read from the image when a client authenticates), and how this
         # node's own clients log in to other nodes' SASL listeners.
-        self.sasl_listeners: dict[str, SaslServerConfig] = server_configs(
-            config, self._scram_credential)
-        self.inter_broker_sasl: SaslClientConfig | None = inter_broker_client(config)
-        self.controller_sasl: SaslClientConfig | None = controller_client(config)
+        try:
+            self.sasl_listeners: dict[str, SaslServerConfig] = server_configs(
+                config, self._scram_credential)
+            self.inter_broker_sasl: SaslClientConfig | None = inter_broker_client(config)
+            self.controller_sasl: SaslClientConfig | None = controller_client(config)
+        except SaslConfigError as e:
+            raise ConfigError(e.key, e.reason, e.value, message=e.message) from None
         self.started_ms = int(time.time() * 1000)
         self.log_dirs: list[Path] = list(config.log_dirs)
         self.metadata_dir = config.metadata_log_dir

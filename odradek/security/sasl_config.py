@@ -19,12 +19,41 @@ Kafka.
 
 from __future__ import annotations
 
-from ..config import BrokerConfig
-from ..configdef import ConfigError
+from typing import Any, Protocol
+
 from .jaas import JaasEntry, JaasError, parse_jaas_config
 from .sasl import SUPPORTED_MECHANISMS, CredentialLookup, SaslClientConfig, SaslServerConfig
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
+
+
+class BrokerConfig(Protocol):
+    """What is read of odradek.config.BrokerConfig (security/ imports nothing of
+    odradek: the import contracts keep it at the bottom)."""
+
+    @property
+    def listeners(self) -> list[Any]: ...  # config.Endpoint: .name
+    @property
+    def listener_security_protocol_map(self) -> dict[str, str]: ...
+    @property
+    def inter_broker_listener_name(self) -> str: ...
+    def security_protocol(self, listener_name: str) -> str: ...
+    def listener_overrides(self, listener: str) -> dict[str, str]: ...
+    def get(self, key: str) -> Any: ...
+
+
+class ConfigError(ValueError):
+    """A SASL setting that must stop start-up; the Broker raises it as the
+    config's ConfigError (same fields: key, reason, value, message)."""
+
+    def __init__(self, key: str, reason: str, value: object | None = None,
+                 *, message: str | None = None) -> None:
+        self.key, self.reason, self.value = key, reason, value
+        if message is None:
+            message = (f"Invalid configuration {key}: {reason}" if value is None
+                       else f"Invalid value '{value}' for configuration {key}: {reason}")
+        self.message = message
+        super().__init__(message)
 
 
 def _mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
