@@ -364,6 +364,11 @@ _DEFS: list[ConfigDef] = [
        "brokers.", MEDIUM),
     _d("sasl.mechanism.controller.protocol", S, "GSSAPI", "SASL mechanism to the "
        "controller.", MEDIUM),
+    _d("connections.max.reauth.ms", L, 0, "SASL session lifetime (KIP-368): a connection "
+       "must re-authenticate within this many ms of its last authentication, else its "
+       "next request closes it (0: sessions do not expire). Per listener as "
+       "listener.name.<listener>.connections.max.reauth.ms.", MEDIUM,
+       at_least(0)),
     _d("ssl.keystore.location", S, None, "Key store (or PEM) file of this node.", HIGH),
     _d("ssl.keystore.password", P, None, "Key store password.", HIGH),
     _d("ssl.keystore.type", S, "JKS", "Key store format: PEM or PKCS12 (JKS, Kafka's "
@@ -405,7 +410,7 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     alter.config.policy.class.name alter.log.dirs.replication.quota.window.num
     alter.log.dirs.replication.quota.window.size.seconds auto.include.jmx.reporter
     client.quota.callback.class config.providers connection.failed.authentication.delay.ms
-    connections.max.reauth.ms controlled.shutdown.enable controlled.shutdown.max.retries
+    controlled.shutdown.enable controlled.shutdown.max.retries
     controlled.shutdown.retry.backoff.ms controller.quota.window.num
     controller.quota.window.size.seconds controller.socket.timeout.ms
     create.topic.policy.class.name delegation.token.expiry.check.interval.ms

@@ -39,6 +39,8 @@ from .handlers import (
     producer_id,
     quotas,
     reassignment,
+    sasl,
+    scram,
     txn,
 )
 from .handlers import fetch as fetch_handlers
@@ -113,6 +115,9 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         Check(Res.CLUSTER, Op.CREATE, Scope.RESOURCE, "allow_auto_topic_creation"),
         _topic(Op.CREATE, "allow_auto_topic_creation"))),
     ApiSpec(K.API_VERSIONS, api_versions.handle_api_versions, before_auth=True),
+    # -- SASL (the connection's own authentication: security/sasl.py) --------------------
+    ApiSpec(K.SASL_HANDSHAKE, sasl.handle_sasl_handshake, before_auth=True),
+    ApiSpec(K.SASL_AUTHENTICATE, sasl.handle_sasl_authenticate, before_auth=True),
     ApiSpec(K.DESCRIBE_CLUSTER, metadata.handle_describe_cluster, (
         _cluster(Op.DESCRIBE),)),
     ApiSpec(K.DESCRIBE_TOPIC_PARTITIONS, metadata.handle_describe_topic_partitions, (
@@ -158,6 +163,11 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.DESCRIBE_ACLS, acls.handle_describe_acls, (_cluster(Op.DESCRIBE),)),
     ApiSpec(K.DELETE_ACLS, acls.handle_delete_acls, (_cluster(Op.ALTER),), forwarded=True,
             denial=acls.delete_acls_errors),
+    # -- SCRAM credentials (KIP-554) ------------------------------------------------------
+    ApiSpec(K.DESCRIBE_USER_SCRAM_CREDENTIALS, scram.handle_describe_user_scram_credentials,
+            (_cluster(Op.DESCRIBE),)),
+    ApiSpec(K.ALTER_USER_SCRAM_CREDENTIALS, scram.handle_alter_user_scram_credentials,
+            (_cluster(Op.ALTER),), forwarded=True),
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),

@@ -31,8 +31,12 @@ from ..metadata.raft_quorum import RaftMetadataQuorum, raft_config
 from ..protocol.client import ChannelError, stop_tasks
 from ..replication.leader_replication import LeaderReplication, ReplicationHost
 from ..replication.replica_manager import ReplicaManager
+from ..security import scram
 from ..security.acl import build_authorizer
 from ..security.authorizer import Authorizer
+from ..security.sasl import SaslClientConfig, SaslServerConfig
+from ..security.sasl_config import ConfigError as SaslConfigError
+from ..security.sasl_config import controller_client, inter_broker_client, server_configs
 from ..security.tls import ListenerTls
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
@@ -81,6 +85,16 @@ class Broker:
         self.node_id: int = config.node_id
         self.socket_request_max_bytes: int = config.get("socket.request.max.bytes")
         self.connections: set[KafkaConnection] = set()
+        # SASL: each SASL listener's settings (users of PLAIN; SCRAM credentials
+        # are read from the image when a client authenticates), and how this
+        # node's own clients log in to other nodes' SASL listeners.
+        try:
+            self.sasl_listeners: dict[str, SaslServerConfig] = server_configs(
+                config, self._scram_credential)
+            self.inter_broker_sasl: SaslClientConfig | None = inter_broker_client(config)
+            self.controller_sasl: SaslClientConfig | None = controller_client(config)
+        except SaslConfigError as e:
+            raise ConfigError(e.key, e.reason, e.value, message=e.message) from None
         self.started_ms = int(time.time() * 1000)
         self.log_dirs: list[Path] = list(config.log_dirs)
         self.metadata_dir = config.metadata_log_dir
@@ -96,7 +110,8 @@ class Broker:
         self.quorum: MetadataQuorum = (
             MetadataQuorum(self.metadata_dir, self.node_id, settings) if raft is None
             else RaftMetadataQuorum(self.metadata_dir, self.node_id, raft, self.cluster_id,
-                                    settings, self.tls.controller_client_context())
+                                    settings, self.tls.controller_client_context(),
+                                    sasl=self.controller_sasl)
         )
         self.controller = Controller(
             default_num_partitions=config.get("num.partitions"),
@@ -189,6 +204,13 @@ class Broker:
     @property
     def image(self) -> MetadataImage:
         return self.quorum.image
+
+    def _scram_credential(self, user: str, mechanism: str) -> scram.ScramCredential | None:
+        found = self.image.scram_credentials.get((user, scram.MECHANISM_ID_BY_NAME[mechanism]))
+        if found is None:
+            return None
+        return scram.ScramCredential(found.salt, found.stored_key, found.server_key,
+                                     found.iterations)
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -592,4 +614,5 @@ if TYPE_CHECKING:
         r18: MetricsHost = b
         r19: FetcherHost = b
         r21: services.AclServices = b
-        del r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20, r21
+        r22: services.ScramServices = b
+        del r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20, r21, r22

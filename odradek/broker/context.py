@@ -21,6 +21,7 @@ from ..security.resources import (
     Principal,
     ResourceType,
 )
+from ..security.sasl import SaslSession
 
 _ALLOW_ALL = AllowAll()
 
@@ -37,6 +38,9 @@ class RequestContext:
     principal: Principal = ANONYMOUS
     security_protocol: str = "PLAINTEXT"
     authorizer: Authorizer = field(default=_ALLOW_ALL)
+    # the connection's SASL state (SaslHandshake/SaslAuthenticate); None unless
+    # the listener is SASL_PLAINTEXT or SASL_SSL
+    sasl: SaslSession | None = None
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:

@@ -26,7 +26,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from ..configdef import ConfigError
 from ..metadata import records as R
+from ..metadata.bootstrap import read_bootstrap_records
 from ..metadata.cluster_control import AlterPartitionAnswer, ClusterControl, HeartbeatAnswer
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import METADATA_TOPIC, MetadataQuorum
@@ -91,6 +93,13 @@ class ControllerService:
         self.metadata_waiters = FetchPurgatory()
         self._task: asyncio.Task[None] | None = None
         self.active = False
+        # `storage format --add-scram`'s records: committed by the first active
+        # controller of a cluster whose metadata log is still empty
+        try:
+            self._bootstrap = read_bootstrap_records(config.metadata_log_dir)
+        except (ValueError, OSError) as e:
+            raise ConfigError("metadata.log.dir", f"bootstrap records: {e}") from None
+        self._bootstrap_task: asyncio.Task[None] | None = None
         broker.quorum.listeners.append(self._on_metadata)
         assert isinstance(broker.quorum, RaftMetadataQuorum), "a controller is a voter"
         broker.quorum.leadership_listeners.append(self.set_active)
@@ -115,12 +124,27 @@ class ControllerService:
         broker gets a fresh session (Kafka's controller failover does the same)."""
         if active and not self.active:
             self.control.activate(self.broker.image, _now_ms())
+            if self._bootstrap and self.broker.image.offset < 0:
+                # queued on the metadata lock before any request can be
+                records = self._bootstrap
+                self._bootstrap_task = asyncio.get_running_loop().create_task(
+                    self._commit_bootstrap(records))
         self.active = active
         self.metadata_waiters.notify(METADATA_KEY)  # parked observers: ask the leader
 
     async def stop(self) -> None:
-        await stop_tasks([self._task])
+        await stop_tasks([self._task, self._bootstrap_task])
         self._task = None
+
+    async def _commit_bootstrap(self, records: list[R.MetadataRecord]) -> None:
+        try:
+            await self.decide(lambda image: list(records))
+            log.info("bootstrap: committed %d record(s) of %s to the new metadata log",
+                     len(records), "storage format")
+        except NotControllerError:
+            pass  # leadership moved at once: the next active controller finds the log empty
+        except Exception:
+            log.exception("bootstrap records not committed")
 
     async def _timers(self) -> None:
         config = self.broker.config

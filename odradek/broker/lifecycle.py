@@ -59,6 +59,7 @@ from ..protocol import api
 from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
 from ..raft.log import OffsetAndEpoch
 from ..security.tls import ListenerTls
+from ..security.sasl_config import controller_client
 from ..storage.log import parse_kafka_uuid
 from ..storage.log_manager import LogManager
 
@@ -151,10 +152,11 @@ class BrokerLifecycle:
     def _open_channels(self) -> None:
         host, port = self._controllers[self.controller_id]
         tls = self.broker.tls.controller_client_context()
-        self._heartbeats = KafkaChannel(host, port, b"odradek-broker-lifecycle", tls)
-        self._metadata = KafkaChannel(host, port, b"odradek-metadata-observer", tls)
-        self._requests = KafkaChannel(host, port, b"odradek-controller-requests", tls)
-        self._forwarding = KafkaChannel(host, port, b"odradek-forwarding", tls)
+        sasl = controller_client(self.broker.config)
+        self._heartbeats = KafkaChannel(host, port, b"odradek-broker-lifecycle", tls, sasl)
+        self._metadata = KafkaChannel(host, port, b"odradek-metadata-observer", tls, sasl)
+        self._requests = KafkaChannel(host, port, b"odradek-controller-requests", tls, sasl)
+        self._forwarding = KafkaChannel(host, port, b"odradek-forwarding", tls, sasl)
 
     def _close_channels(self) -> None:
         for ch in (self._heartbeats, self._metadata, self._requests, self._forwarding):

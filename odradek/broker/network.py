@@ -34,6 +34,7 @@ import logging
 import socket
 import ssl
 import time
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from ..protocol.framing import FrameDecoder, FrameTooLarge
@@ -48,8 +49,9 @@ from ..security.tls import (
     TlsTransport,
     handshake_failure,
 )
+from ..security.sasl import SaslServerConfig, SaslSession
 from .metrics import BrokerMetrics
-from .pipeline import CLOSE
+from .pipeline import CLOSE, CloseAfter
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +68,10 @@ class ConnectionHost(Protocol):
     connection_limits: ConnectionLimits
     tls: ListenerTls
 
+    @property
+    def sasl_listeners(self) -> Mapping[str, SaslServerConfig]:
+        """The SASL listeners' settings, by listener name."""
+
     async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any: ...
 
 
@@ -78,10 +84,11 @@ class KafkaConnection(asyncio.Protocol):
         # a TLS client certificate names it (User:<its DN, mapped by
         # ssl.principal.mapping.rules>) once the handshake is done.
         self.principal: Principal = ANONYMOUS
-        self.authenticated = True
         self.muted_until = 0.0  # loop time until which quotas mute this connection
         self._tls: TlsSession | None = None
         self._tls_deadline: asyncio.TimerHandle | None = None
+        self.authenticated = listener not in broker.sasl_listeners
+        self.sasl: SaslSession | None = None  # made when the peer is known
         self.decoder = FrameDecoder(broker.socket_request_max_bytes)
         self.queue: collections.deque[bytes] = collections.deque()
         self.transport: asyncio.Transport | None = None
@@ -117,6 +124,9 @@ class KafkaConnection(asyncio.Protocol):
             transport.close()
             return
         self._admitted = True
+        sasl = self.broker.sasl_listeners.get(self.listener)
+        if sasl is not None:
+            self.sasl = SaslSession(sasl, self.peer, self._authenticated_as)
         self.broker.connections.add(self)
         loop = asyncio.get_running_loop()
         context = self.broker.tls.server_context(self.listener)
@@ -125,6 +135,11 @@ class KafkaConnection(asyncio.Protocol):
             self._tls_deadline = loop.call_later(
                 TLS_HANDSHAKE_TIMEOUT_S, self._tls_failed, TlsHandshakeTimeout())
         self._task = loop.create_task(self._serve())
+
+    def _authenticated_as(self, principal: Principal) -> None:
+        """The SASL session's first successful exchange: who this connection is."""
+        self.principal = principal
+        self.authenticated = True
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -301,6 +316,11 @@ class KafkaConnection(asyncio.Protocol):
                 if response is None:
                     continue
                 if response is CLOSE:
+                    self.close()
+                    return
+                if type(response) is CloseAfter:  # an error answer, then close (SASL)
+                    if self.transport is not None and not self._closed:
+                        self.transport.write(response.response)
                     self.close()
                     return
                 if self._closed:

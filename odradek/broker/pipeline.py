@@ -7,7 +7,10 @@
                  node with the controller role; on a broker-only node, admin APIs
                  marked `forwarded` are relayed to the active controller as they are
     authenticate the connection's principal (PLAINTEXT: User:ANONYMOUS); until a
-                 SASL connection has authenticated only `before_auth` APIs pass
+                 SASL connection has authenticated only `before_auth` APIs pass,
+                 and once its session expired (KIP-368) only those again. A
+                 SaslHandshake v0 client's tokens are bare frames: they go to the
+                 connection's SASL session before the header stage
     decode       protocol/guard.py checks every length and count, then kio decodes;
                  a null where the schema has none closes the connection
     authorize    the API's REQUEST-scoped checks (cluster-level operations), each
@@ -21,15 +24,17 @@
 
 Each stage is a method below; `RequestPipeline.handle` chains them. Every
 failure a client can cause ends as an answer or a closed connection, never an
-exception out of this module.
+exception out of this module. A failed SASL exchange ends as `CloseAfter`: the
+error answer is written, then the connection is closed (Kafka's rule).
 """
 
 from __future__ import annotations
 
 import io
 import logging
+import struct
 import time
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kio.serial import entity_writer
 
@@ -47,6 +52,7 @@ from ..protocol.framing import (
 from ..protocol.guard import decode_message
 from ..security.authorizer import AllowAll, Authorizer
 from ..security.resources import ANONYMOUS, CLUSTER_NAME, Principal
+from ..security.sasl import SaslSession
 from .apis import API_TABLE, ApiSpec, Scope
 from .context import RequestContext
 from .handlers.cluster import replica_id_of
@@ -61,6 +67,12 @@ log = logging.getLogger(__name__)
 
 CLOSE = object()  # a stage's answer that means: close this connection
 
+
+class CloseAfter(NamedTuple):
+    """Write this response, then close the connection (a failed SASL exchange)."""
+
+    response: Any
+
 UNSUPPORTED_VERSION = 35
 CLUSTER_AUTHORIZATION_FAILED = 31
 
@@ -72,6 +84,7 @@ class Connection(Protocol):
     listener: str
     principal: Principal
     authenticated: bool
+    sasl: SaslSession | None  # None unless the listener is SASL_PLAINTEXT or SASL_SSL
 
     def throttle(self, ms: int) -> None: ...
 
@@ -120,6 +133,8 @@ class RequestPipeline:
         return result
 
     async def _handle(self, frame: bytes, conn: Connection | None) -> Any:
+        if conn is not None and conn.sasl is not None and conn.sasl.raw_tokens:
+            return self._raw_sasl_token(conn.sasl, frame)
         try:
             header = parse_request_header(frame)
         except MalformedRequest as e:
@@ -129,7 +144,6 @@ class RequestPipeline:
         if not isinstance(spec, ApiSpec):
             return spec  # an answer (ApiVersions v0) or CLOSE
         if not self._authenticated(spec, conn):
-            log.warning("closing %s: %s before authentication", _peer(conn), spec.name)
             return CLOSE
         if spec.forwarded and self._forwards(conn):
             return await self._forward(spec, frame, conn)
@@ -160,6 +174,8 @@ class RequestPipeline:
         if throttle_ms:
             data["throttle_time"] = throttle_ms
             answer = self._encode(header, data)
+        if ctx.sasl is not None and ctx.sasl.close_after_response:
+            return CloseAfter(answer)
         return answer
 
     # -- the stages ---------------------------------------------------------------------
@@ -183,7 +199,26 @@ class RequestPipeline:
 
     @staticmethod
     def _authenticated(spec: ApiSpec, conn: Connection | None) -> bool:
-        return conn is None or conn.authenticated or spec.before_auth
+        if conn is None or spec.before_auth:
+            return True
+        if not conn.authenticated:
+            log.warning("closing %s: %s before authentication", _peer(conn), spec.name)
+            return False
+        if conn.sasl is not None and conn.sasl.expired(int(time.time() * 1000)):
+            log.info("closing %s: %s after its SASL session expired "
+                     "(connections.max.reauth.ms) without re-authentication",
+                     _peer(conn), spec.name)
+            return False
+        return True
+
+    @staticmethod
+    def _raw_sasl_token(session: SaslSession, frame: bytes) -> Any:
+        """A SaslHandshake v0 client's bare token: the answer as a bare frame, or
+        CLOSE when authentication failed (Kafka answers nothing then)."""
+        answer = session.raw_token(frame, int(time.time() * 1000))
+        if answer is None:
+            return CLOSE
+        return struct.pack(">i", len(answer)) + answer
 
     def _forwards(self, conn: Connection | None) -> bool:
         return self.host.forwarder is not None and not self.host.is_active_controller
@@ -229,6 +264,7 @@ class RequestPipeline:
             principal=conn.principal if conn is not None else ANONYMOUS,
             security_protocol=self.host.security_protocol(listener) if listener else "PLAINTEXT",
             authorizer=self.authorizer,
+            sasl=conn.sasl if conn is not None else None,
         )
 
     @staticmethod

@@ -39,6 +39,7 @@ from ..protocol.records import batch_crc_ok, iter_batch_headers
 from ..replication.follower import follower_high_watermark, truncation_offset
 from ..replication.node import ReplicaHost
 from ..replication.quota import FOLLOWER, ReplicationQuota
+from ..security.sasl_config import inter_broker_client
 from ..storage.log import PartitionLog
 from ..storage.log_manager import LogManager
 
@@ -144,7 +145,8 @@ class ReplicaFetcher:
                 self._channel.close()
             host, port, listener = address
             self._channel = KafkaChannel(host, port, client_id=b"odradek-replica-fetcher",
-                                         ssl_context=self.broker.tls.client_context(listener))
+                                         ssl_context=self.broker.tls.client_context(listener),
+                                         sasl=inter_broker_client(self.broker.config))
             self._address = address
         return self._channel
 

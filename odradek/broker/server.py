@@ -46,7 +46,7 @@ def run_server(config: BrokerConfig) -> int:
     _install_uvloop()
     try:
         return asyncio.run(serve(config))
-    except ConfigError as e:  # found while building the broker (TLS key stores, ...)
+    except ConfigError as e:  # found while building the broker (TLS key stores, sasl.jaas.config, ...)
         log.error("cannot start: %s", e.message)
         return 1
     except OSError as e:

@@ -164,6 +164,11 @@ class AclServices(Identity, MetadataWrites, Protocol):
     the image's; writes are metadata records on the active controller)."""
 
 
+class ScramServices(Identity, MetadataWrites, Protocol):
+    """handlers/scram.py: Describe/AlterUserScramCredentials (the credentials are
+    in the image; changes are metadata records)."""
+
+
 class NoServices(Protocol):
     """handlers/api_versions.py needs nothing of the node."""
 
@@ -171,5 +176,5 @@ class NoServices(Protocol):
 FAMILIES: tuple[type[Any], ...] = (
     AdminServices, ConfigServices, MetadataServices, FetchServices, ReplicaFetchServices,
     ClusterServices, ReassignmentServices, LogDirServices, GroupServices, ProduceServices,
-    ProducerIdServices, TxnServices, QuotaServices, AclServices,
+    ProducerIdServices, TxnServices, QuotaServices, AclServices, ScramServices,
 )

@@ -2,6 +2,7 @@
 
     odradek storage random-uuid
     odradek storage format --cluster-id <id> -c server.properties [--ignore-formatted]
+        [--add-scram 'SCRAM-SHA-256=[name=admin,password=admin-secret]' ...]
     odradek storage info -c server.properties
 
 `format` writes `meta.properties` (node.id, directory.id, version=1,
@@ -9,6 +10,14 @@ cluster.id; the format is in storage/log_manager.py) into every log dir and
 the metadata log dir. A dir already formatted for another cluster or node is
 an error; with `--ignore-formatted` a dir formatted for the same cluster is
 left as it is (Kafka's flag).
+
+`--add-scram` (repeatable; Kafka's syntax: `name` and `password`, or `salt`
+and `saltedpassword` in base64, and `iterations`, default 4096) bootstraps
+SCRAM users, e.g. the brokers' own inter-broker user. Like Kafka's
+bootstrap.checkpoint, the UserScramCredentialRecords (salted; no password)
+go into `bootstrap-records.json` in the metadata log dir, one JSON record a
+line, and the first active controller of the cluster commits them to its
+empty metadata log (broker/controller_service.py).
 """
 
 from __future__ import annotations
@@ -19,7 +28,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from odradek.cli.users import ScramSpecError, parse_scram_specs, salted_upsertion
 from odradek.config import BrokerConfig, ConfigError, parse_properties
+from odradek.metadata import records as R
+from odradek.metadata.bootstrap import write_bootstrap_records
+from odradek.security import scram
 
 
 def random_uuid() -> str:
@@ -64,6 +77,22 @@ def format_dirs(config: BrokerConfig, cluster_id: str, ignore_formatted: bool) -
     return done
 
 
+def scram_bootstrap_records(specs: list[str]) -> list[R.MetadataRecord]:
+    """UserScramCredentialRecords for `--add-scram` values. Raises ScramSpecError."""
+    records = []
+    for spec in specs:
+        for mechanism, options in parse_scram_specs(spec):
+            name = options.get("name")
+            if not name:
+                raise ScramSpecError(f"{mechanism}: --add-scram needs name=...")
+            iterations, salt, salted = salted_upsertion(mechanism, options)
+            cred = scram.credential_from_salted(mechanism, salted, salt, iterations)
+            records.append(R.user_scram_credential_record(
+                name, scram.MECHANISM_ID_BY_NAME[mechanism], cred.salt, cred.stored_key,
+                cred.server_key, cred.iterations))
+    return records
+
+
 def _load(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.load(args.config, args.override)
 
@@ -79,8 +108,12 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.storage_command == "format":
         try:
+            bootstrap = scram_bootstrap_records(args.add_scram)
             for line in format_dirs(config, args.cluster_id, args.ignore_formatted):
                 print(line)
+            if bootstrap:
+                path = write_bootstrap_records(config.metadata_log_dir, bootstrap)
+                print(f"Bootstrap: {len(bootstrap)} SCRAM credential(s) in {path}")
         except (ValueError, OSError) as e:
             print(f"error: {e}")
             return 1
@@ -107,5 +140,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
             p.add_argument("-t", "--cluster-id", required=True, help="the cluster id")
             p.add_argument("-g", "--ignore-formatted", action="store_true",
                            help="skip dirs already formatted for this cluster and node")
+            p.add_argument("-S", "--add-scram", action="append", default=[],
+                           metavar="'MECH=[name=...,password=...]'",
+                           help="a SCRAM user to bootstrap, e.g. "
+                                "'SCRAM-SHA-256=[name=admin,password=admin-secret]'; "
+                                "repeatable")
     parser.set_defaults(handler=run)
     return parser

@@ -7,6 +7,7 @@ records did not touch. Nothing here reads a clock or a file.
 
 from __future__ import annotations
 
+import base64
 import uuid
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
@@ -72,6 +73,19 @@ class BrokerImage:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramCredentialImage:
+    """A user's SCRAM credential for one mechanism (UserScramCredentialRecord)."""
+
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+    def __repr__(self) -> str:  # keys are secrets
+        return f"ScramCredentialImage(iterations={self.iterations})"
+
+
+@dataclass(frozen=True, slots=True)
 class MetadataImage:
     offset: int = -1
     topics_by_name: Mapping[str, TopicImage] = field(default_factory=lambda: _EMPTY)
@@ -85,6 +99,9 @@ class MetadataImage:
         default_factory=lambda: _EMPTY)
     # ACLs by their id (AccessControlEntryRecord); security/acl.py decides with them
     acls: Mapping[str, A.AclBinding] = field(default_factory=lambda: _EMPTY)
+    # (user name, mechanism id: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
+    scram_credentials: Mapping[tuple[str, int], ScramCredentialImage] = field(
+        default_factory=lambda: _EMPTY)
 
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get((R.RESOURCE_TOPIC, topic), _EMPTY)
@@ -99,6 +116,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
     by_id: dict[uuid.UUID, TopicImage] | None = None
     configs: dict[tuple[int, str], Mapping[str, str]] | None = None
     brokers: dict[int, BrokerImage] | None = None
+    scram: dict[tuple[str, int], ScramCredentialImage] | None = None
     next_pid = image.next_producer_id
     quotas: dict[Q.Entity, Mapping[str, float]] | None = None
     acls: dict[str, A.AclBinding] | None = None
@@ -205,6 +223,10 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
             if quotas is None:
                 quotas = dict(image.client_quotas)
             Q.applied(quotas, rec)
+        elif kind in (R.USER_SCRAM_CREDENTIAL, R.REMOVE_USER_SCRAM_CREDENTIAL):
+            if scram is None:
+                scram = dict(image.scram_credentials)
+            _apply_scram(scram, rec)
 
     return MetadataImage(
         offset=offset,
@@ -215,6 +237,8 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
         next_producer_id=next_pid,
         client_quotas=image.client_quotas if quotas is None else MappingProxyType(quotas),
         acls=image.acls if acls is None else MappingProxyType(acls),
+        scram_credentials=(image.scram_credentials if scram is None
+                           else MappingProxyType(scram)),
     )
 
 
@@ -232,6 +256,17 @@ def acl_record(acl_id: str, acl: A.AclBinding) -> R.MetadataRecord:
     return R.access_control_entry_record(
         acl_id, int(acl.resource_type), acl.resource_name, int(acl.pattern_type),
         acl.principal, acl.host, int(acl.operation), int(acl.permission))
+
+
+def _apply_scram(scram: dict[tuple[str, int], ScramCredentialImage],
+                 rec: R.MetadataRecord) -> None:
+    key = (rec["name"], rec["mechanism"])
+    if rec["type"] == R.REMOVE_USER_SCRAM_CREDENTIAL:
+        scram.pop(key, None)
+        return
+    scram[key] = ScramCredentialImage(
+        base64.b64decode(rec["salt"]), base64.b64decode(rec["stored_key"]),
+        base64.b64decode(rec["server_key"]), rec["iterations"])
 
 
 def _directories_after(old: PartitionImage, rec: R.MetadataRecord) -> tuple[str, ...]:
@@ -280,4 +315,7 @@ def records_of(image: MetadataImage) -> list[R.MetadataRecord]:
         out.append(R.producer_ids_record(-1, image.next_producer_id))
     out.extend(Q.records_of(image.client_quotas))
     out.extend(acl_record(i, acl) for i, acl in sorted(image.acls.items()))
+    for (name, mechanism), c in sorted(image.scram_credentials.items()):
+        out.append(R.user_scram_credential_record(name, mechanism, c.salt, c.stored_key,
+                                                  c.server_key, c.iterations))
     return out

@@ -64,7 +64,7 @@ from typing import Any
 
 from ..protocol import api
 from ..protocol import records as batches
-from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
+from ..protocol.client import ChannelError, KafkaChannel, SaslLogin, stop_tasks
 from ..raft import messages as M
 from ..raft.config import (
     ELECTION_BACKOFF_MAX_MS,
@@ -151,9 +151,11 @@ class RaftMetadataQuorum(MetadataQuorum):
         cluster_id: str,
         settings: MetadataLogSettings | None = None,
         channel_ssl: ssl.SSLContext | None = None,
+        sasl: SaslLogin | None = None,  # logging in to the other voters
     ) -> None:
         super().__init__(metadata_dir, node_id, settings)
         self.channel_ssl = channel_ssl  # TLS to the other voters (controller listener)
+        self.sasl = sasl
         assert node_id in config.voters, "only a voter runs the Raft quorum"
         self.config = config
         self.cluster_id = cluster_id
@@ -428,7 +430,7 @@ class RaftMetadataQuorum(MetadataQuorum):
         if channel is None:
             address = self.config.voters.addresses[envelope.dst]
             channel = KafkaChannel(address.host, address.port, b"odradek-raft",
-                                   ssl_context=self.channel_ssl)
+                                   ssl_context=self.channel_ssl, sasl=self.sasl)
             self._channels[key] = channel
         self._queued[key] = self._queued.get(key, 0) + 1
         task = asyncio.get_running_loop().create_task(self._call(channel, key, envelope))

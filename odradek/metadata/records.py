@@ -12,6 +12,7 @@ odradek's metadata log.
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -27,11 +28,14 @@ REGISTER_BROKER = "RegisterBrokerRecord"
 PRODUCER_IDS = "ProducerIdsRecord"
 BROKER_REGISTRATION_CHANGE = "BrokerRegistrationChangeRecord"
 CLIENT_QUOTA = "ClientQuotaRecord"
+# SASL/SCRAM credentials (KIP-554)
+USER_SCRAM_CREDENTIAL = "UserScramCredentialRecord"
+REMOVE_USER_SCRAM_CREDENTIAL = "RemoveUserScramCredentialRecord"
 
 KNOWN_TYPES = frozenset(
     {TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG, REGISTER_BROKER, PRODUCER_IDS,
      BROKER_REGISTRATION_CHANGE, CLIENT_QUOTA}
-)
+) | {USER_SCRAM_CREDENTIAL, REMOVE_USER_SCRAM_CREDENTIAL}
 
 # -- ACLs (Kafka's AccessControlEntryRecord / RemoveAccessControlEntryRecord) ------------
 # Each ACL has an id; the fields are AclBinding's (security/acl.py), as wire numbers.
@@ -192,6 +196,27 @@ def client_quota_record(entity: Sequence[tuple[str, str | None]], key: str,
     return {"type": CLIENT_QUOTA,
             "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
             "key": key, "value": 0.0 if value is None else value, "remove": value is None}
+
+
+# -- SCRAM credentials (KIP-554) ------------------------------------------------------------
+
+
+def user_scram_credential_record(name: str, mechanism: int, salt: bytes, stored_key: bytes,
+                                 server_key: bytes, iterations: int) -> MetadataRecord:
+    """Kafka's UserScramCredentialRecord: a user's salted credential for one
+    mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512), never the password. The
+    bytes fields are base64 in this JSON."""
+    return {
+        "type": USER_SCRAM_CREDENTIAL, "name": name, "mechanism": mechanism,
+        "salt": base64.b64encode(salt).decode(),
+        "stored_key": base64.b64encode(stored_key).decode(),
+        "server_key": base64.b64encode(server_key).decode(),
+        "iterations": iterations,
+    }
+
+
+def remove_user_scram_credential_record(name: str, mechanism: int) -> MetadataRecord:
+    return {"type": REMOVE_USER_SCRAM_CREDENTIAL, "name": name, "mechanism": mechanism}
 
 
 def encode(record: MetadataRecord) -> bytes:

@@ -7,6 +7,12 @@ call has a timeout; a failed or timed-out call closes the connection and the
 next call reconnects. With an `ssl_context` the connection is TLS (the server
 name sent and, if the context checks host names, verified is `host`). Raw frames can be relayed too (`forward`): the broker
 uses that to pass admin requests to the active controller unchanged.
+
+To a SASL listener a channel authenticates right after it connects
+(SaslHandshake v1, then SaslAuthenticate v2 with PLAIN or SCRAM-SHA-256/512);
+a failure is a ChannelError naming the node and the broker's message. When
+the broker gives the session a lifetime (KIP-368), the channel reconnects,
+and so authenticates again, before the lifetime is over.
 """
 
 from __future__ import annotations
@@ -15,7 +21,9 @@ import asyncio
 import io
 import ssl
 import struct
-from typing import Any
+import time
+from collections.abc import Generator
+from typing import Any, Protocol
 
 from kio.serial import entity_writer
 
@@ -25,19 +33,38 @@ from .guard import decode_message
 CLIENT_ID = b"odradek-broker"
 # A response larger than this closes the connection (a bound on memory).
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+# A SASL session is renewed (by reconnecting) this long before its lifetime ends,
+# or at 90% of it when that is shorter.
+REAUTH_MARGIN_S = 5.0
 
 
 class ChannelError(Exception):
     pass
 
 
+class SaslLogin(Protocol):
+    """How a channel logs in (security/sasl.SaslClientConfig): the mechanism,
+    the user for messages, and the exchange as a generator that yields the
+    client's tokens and is sent each answer of the server (raising ValueError
+    when an answer does not verify)."""
+
+    @property
+    def mechanism(self) -> str: ...
+    @property
+    def username(self) -> str: ...
+    def exchange(self) -> Generator[bytes, bytes, None]: ...
+
+
 class KafkaChannel:
     def __init__(self, host: str, port: int, client_id: bytes = CLIENT_ID,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 sasl: SaslLogin | None = None) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
         self.ssl_context = ssl_context
+        self.sasl = sasl
+        self._reauth_at: float | None = None  # time.monotonic() to renew the SASL session
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._lock = asyncio.Lock()
@@ -48,7 +75,9 @@ class KafkaChannel:
 
     async def _connect(self, timeout_s: float) -> None:
         if self._writer is not None and not self._writer.is_closing():
-            return
+            if self._reauth_at is None or time.monotonic() < self._reauth_at:
+                return
+            self.close()  # the SASL session is about to expire: a new one
         try:
             tls: dict[str, Any] = {} if self.ssl_context is None else {
                 "ssl": self.ssl_context, "server_hostname": self.host,
@@ -58,6 +87,47 @@ class KafkaChannel:
             )
         except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
             raise ChannelError(f"cannot connect to {self.host}:{self.port}: {e}") from e
+        if self.sasl is not None:
+            await self._authenticate(self.sasl, timeout_s)
+
+    async def _authenticate(self, sasl: SaslLogin, timeout_s: float) -> None:
+        """SaslHandshake v1 and SaslAuthenticate v2 on the new connection."""
+        where = f"{self.host}:{self.port}"
+        hs = await self._call(api.ApiKey.SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism},
+                              timeout_s)
+        if hs.error_code != 0:
+            self.close()
+            raise ChannelError(f"SASL handshake with {where} failed: error "
+                               f"{int(hs.error_code)}; it offers {', '.join(hs.mechanisms)}")
+        exchange = sasl.exchange()
+        token: bytes | None = next(exchange)
+        lifetime_ms = 0
+        while token is not None:
+            resp = await self._call(api.ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token},
+                                    timeout_s)
+            if resp.error_code != 0:
+                self.close()
+                raise ChannelError(f"SASL {sasl.mechanism} authentication to {where} as "
+                                   f"{sasl.username} failed: {resp.error_message}")
+            lifetime_ms = int(resp.session_lifetime.total_seconds() * 1000)
+            try:
+                token = exchange.send(bytes(resp.auth_bytes))
+            except StopIteration:
+                token = None
+            except ValueError as e:  # the server's answer does not verify
+                self.close()
+                raise ChannelError(f"SASL {sasl.mechanism} with {where}: {e}") from e
+        self._reauth_at = None
+        if lifetime_ms > 0:
+            life_s = lifetime_ms / 1000
+            self._reauth_at = time.monotonic() + min(life_s * 0.9, life_s - REAUTH_MARGIN_S)
+
+    async def _call(self, api_key: int, version: int, data: dict[str, Any],
+                    timeout_s: float) -> Any:
+        """One request on the open connection, the lock already held."""
+        frame = self._request_frame(api_key, version, data)
+        response = await self._send_receive(frame[0], timeout_s)
+        return self._decode_response(api_key, version, frame[1], response)
 
     def close(self) -> None:
         if self._writer is not None:
@@ -73,17 +143,7 @@ class KafkaChannel:
         async with self._lock:
             try:
                 await self._connect(timeout_s)
-                # locals: close() from another task may drop the attributes meanwhile
-                reader, writer = self._reader, self._writer
-                if reader is None or writer is None:
-                    raise ChannelError(f"{self.host}:{self.port}: closed")
-                writer.write(struct.pack(">i", len(frame_without_size)) + frame_without_size)
-                await asyncio.wait_for(writer.drain(), timeout_s)
-                size_bytes = await asyncio.wait_for(reader.readexactly(4), timeout_s)
-                (size,) = struct.unpack(">i", size_bytes)
-                if size < 4 or size > MAX_RESPONSE_BYTES:
-                    raise ChannelError(f"bad response size {size}")
-                return await asyncio.wait_for(reader.readexactly(size), timeout_s)
+                return await self._send_receive(frame_without_size, timeout_s)
             except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
                 self.close()
                 raise ChannelError(f"{self.host}:{self.port}: {type(e).__name__} {e}") from e
@@ -91,10 +151,22 @@ class KafkaChannel:
                 self.close()
                 raise
 
-    async def request(
-        self, api_key: int, version: int, data: dict[str, Any], timeout_s: float = 10.0
-    ) -> Any:
-        """Send one request and return the decoded kio response."""
+    async def _send_receive(self, frame_without_size: bytes, timeout_s: float) -> bytes:
+        # locals: close() from another task may drop the attributes meanwhile
+        reader, writer = self._reader, self._writer
+        if reader is None or writer is None:
+            raise ChannelError(f"{self.host}:{self.port}: closed")
+        writer.write(struct.pack(">i", len(frame_without_size)) + frame_without_size)
+        await asyncio.wait_for(writer.drain(), timeout_s)
+        size_bytes = await asyncio.wait_for(reader.readexactly(4), timeout_s)
+        (size,) = struct.unpack(">i", size_bytes)
+        if size < 4 or size > MAX_RESPONSE_BYTES:
+            raise ChannelError(f"bad response size {size}")
+        return await asyncio.wait_for(reader.readexactly(size), timeout_s)
+
+    def _request_frame(self, api_key: int, version: int,
+                       data: dict[str, Any]) -> tuple[bytes, int]:
+        """(the request without its size prefix, its correlation id)"""
         request_cls = api.request_class(api_key, version)
         body = io.BytesIO()
         entity_writer(request_cls)(body, entities.build(request_cls, data))
@@ -102,14 +174,23 @@ class KafkaChannel:
         header = struct.pack(">hhih", api_key, version, corr, len(self.client_id)) + self.client_id
         if api.request_header_version(api_key, version) >= 2:
             header += b"\x00"
-        frame = await self._round_trip(header + body.getvalue(), timeout_s)
+        return header + body.getvalue(), corr
+
+    def _decode_response(self, api_key: int, version: int, corr: int, frame: bytes) -> Any:
         (got,) = struct.unpack_from(">i", frame, 0)
         if got != corr:
             self.close()
             raise ChannelError(f"correlation id {got} answers {corr}")
         pos = 4 + (1 if api.response_header_version(api_key, version) >= 1 else 0)
-        response = decode_message(api.response_class(api_key, version), frame, pos)
-        return response
+        return decode_message(api.response_class(api_key, version), frame, pos)
+
+    async def request(
+        self, api_key: int, version: int, data: dict[str, Any], timeout_s: float = 10.0
+    ) -> Any:
+        """Send one request and return the decoded kio response."""
+        frame, corr = self._request_frame(api_key, version, data)
+        return self._decode_response(api_key, version, corr,
+                                     await self._round_trip(frame, timeout_s))
 
     async def forward(self, frame: bytes, body_offset: int, timeout_s: float = 30.0) -> bytes:
         """Relay a client's request frame (header included) and return the

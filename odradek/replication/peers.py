@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from ..protocol.client import ChannelError, KafkaChannel
+from ..security.sasl_config import inter_broker_client
 from .node import ClusterView
 
 log = logging.getLogger(__name__)
@@ -56,7 +57,8 @@ class PeerChannels:
             _, (_, oldest) = self._channels.popitem()
             oldest.close()
         channel = KafkaChannel(*address, client_id=self.client_id,
-                               ssl_context=self.broker.tls.client_context(ep.listener))
+                               ssl_context=self.broker.tls.client_context(ep.listener),
+                               sasl=inter_broker_client(self.broker.config))
         self._channels[node_id] = (address, channel)
         return channel
 

@@ -52,18 +52,21 @@ def test_forwarded_apis_are_kafkas_admin_apis():
         K.CREATE_TOPICS, K.DELETE_TOPICS, K.CREATE_PARTITIONS, K.ALTER_CONFIGS,
         K.INCREMENTAL_ALTER_CONFIGS, K.ELECT_LEADERS, K.ALTER_PARTITION_REASSIGNMENTS,
         K.LIST_PARTITION_REASSIGNMENTS, K.ALTER_CLIENT_QUOTAS, K.CREATE_ACLS, K.DELETE_ACLS,
+        K.ALTER_USER_SCRAM_CREDENTIALS,
     }
     assert all(not API_TABLE[k].controller for k in FORWARDED_TO_CONTROLLER)
 
 
-def test_only_api_versions_runs_before_authentication():
-    # SaslHandshake and SaslAuthenticate join it when SASL lands (issue 12)
-    assert [s.key for s in API_TABLE.values() if s.before_auth] == [K.API_VERSIONS]
+BEFORE_AUTH = {K.API_VERSIONS, K.SASL_HANDSHAKE, K.SASL_AUTHENTICATE}
 
 
-def test_every_api_but_api_versions_authorizes_something():
+def test_only_api_versions_and_sasl_run_before_authentication():
+    assert {s.key for s in API_TABLE.values() if s.before_auth} == BEFORE_AUTH
+
+
+def test_every_api_but_those_before_authentication_authorizes_something():
     for spec in API_TABLE.values():
-        if spec.key != K.API_VERSIONS:
+        if spec.key not in BEFORE_AUTH:
             assert spec.checks, f"{spec.name} declares no authorization"
         for check in spec.checks:
             if check.scope is Scope.REQUEST:  # the pipeline checks these by name
@@ -108,6 +111,7 @@ class Conn:
     listener: str = "PLAINTEXT"
     principal: Principal = field(default_factory=lambda: Principal("User", "mallory"))
     authenticated: bool = True
+    sasl: Any = None
 
     def throttle(self, ms: int) -> None:
         raise AssertionError("no quota is set")

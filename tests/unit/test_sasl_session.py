@@ -1,0 +1,143 @@
+"""The per-connection SASL state machine (security/sasl.py), the SCRAM credential
+records in the image, and AlterUserScramCredentials' validation."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from odradek.broker.handlers.scram import alter_user_scram_credentials
+from odradek.metadata import image as img
+from odradek.metadata import records as R
+from odradek.security.resources import Principal
+from odradek.security.sasl import (
+    ILLEGAL_SASL_STATE,
+    SASL_AUTHENTICATION_FAILED,
+    UNSUPPORTED_SASL_MECHANISM,
+    SaslServerConfig,
+    SaslSession,
+)
+from odradek.security.scram import ScramClient, make_credential, salted_password
+
+CRED = make_credential("SCRAM-SHA-512", "bob-secret")
+
+
+def _session(reauth_ms: int = 0) -> tuple[SaslSession, list[Principal]]:
+    config = SaslServerConfig(
+        "SASL_PLAINTEXT", ("PLAIN", "SCRAM-SHA-512"), {"alice": "alice-secret"},
+        lambda user, mech: CRED if (user, mech) == ("bob", "SCRAM-SHA-512") else None,
+        reauth_ms)
+    seen: list[Principal] = []
+    return SaslSession(config, "127.0.0.1:5555", seen.append), seen
+
+
+def test_plain_success_sets_the_principal() -> None:
+    s, seen = _session()
+    assert s.handshake("PLAIN", 1).error_code == 0
+    r = s.authenticate(b"\x00alice\x00alice-secret", 2, now_ms=0)
+    assert (r.error_code, r.auth_bytes, r.session_lifetime_ms) == (0, b"", 0)
+    assert seen == [Principal("User", "alice")] and s.authenticated
+
+
+def test_wrong_password_fails_closes_and_logs_no_secret(caplog: pytest.LogCaptureFixture) -> None:
+    s, seen = _session()
+    s.handshake("PLAIN", 1)
+    with caplog.at_level(logging.INFO):
+        r = s.authenticate(b"\x00alice\x00not-the-secret", 2, now_ms=0)
+    assert r.error_code == SASL_AUTHENTICATION_FAILED and "Invalid username or password" in (
+        r.error_message or "")
+    assert s.close_after_response and not s.authenticated and not seen
+    assert "not-the-secret" not in caplog.text and "alice" in caplog.text
+    assert "127.0.0.1:5555" in caplog.text
+
+
+@pytest.mark.parametrize("token", [b"", b"\x00\x00", b"a\x00b", b"\x00alice\x00",
+                                   b"\x00al\xffice\x00x", b"x" * 10000,
+                                   b"bob\x00alice\x00alice-secret"])
+def test_bad_plain_tokens_fail(token: bytes) -> None:
+    s, _ = _session()
+    s.handshake("PLAIN", 1)
+    assert s.authenticate(token, 2, now_ms=0).error_code == SASL_AUTHENTICATION_FAILED
+
+
+def test_unknown_mechanism_lists_the_enabled_ones() -> None:
+    s, _ = _session()
+    r = s.handshake("GSSAPI", 1)
+    assert (r.error_code, r.mechanisms) == (UNSUPPORTED_SASL_MECHANISM,
+                                            ["PLAIN", "SCRAM-SHA-512"])
+    assert s.close_after_response
+
+
+def test_out_of_order_is_illegal_sasl_state() -> None:
+    s, _ = _session()
+    assert s.authenticate(b"x", 2, now_ms=0).error_code == ILLEGAL_SASL_STATE
+    s, _ = _session()
+    s.handshake("PLAIN", 1)
+    assert s.handshake("PLAIN", 1).error_code == ILLEGAL_SASL_STATE
+
+
+def _scram_login(s: SaslSession, version: int, now_ms: int, password: str = "bob-secret"
+                 ) -> int:
+    client = ScramClient("SCRAM-SHA-512", "bob", password)
+    assert s.handshake("SCRAM-SHA-512", 1).error_code == 0
+    r1 = s.authenticate(client.first(), version, now_ms)
+    r2 = s.authenticate(client.final(r1.auth_bytes), version, now_ms)
+    if r2.error_code == 0:
+        client.verify(r2.auth_bytes)
+    return r2.error_code
+
+
+def test_scram_session_expires_and_reauthenticates() -> None:
+    s, seen = _session(reauth_ms=1000)
+    assert _scram_login(s, 2, now_ms=0) == 0
+    assert not s.expired(999) and s.expired(1000)
+    assert _scram_login(s, 2, now_ms=1500) == 0  # KIP-368: handshake again, same principal
+    assert not s.expired(2000) and s.expired(2500)
+    assert seen == [Principal("User", "bob")]
+
+
+def test_reauthentication_needs_a_kip368_client() -> None:
+    s, _ = _session(reauth_ms=1000)
+    assert _scram_login(s, 0, now_ms=0) == 0  # SaslAuthenticate v0
+    assert s.handshake("SCRAM-SHA-512", 1).error_code == ILLEGAL_SASL_STATE
+
+
+def test_handshake_v0_switches_to_raw_tokens() -> None:
+    s, seen = _session()
+    s.handshake("PLAIN", 0)
+    assert s.raw_tokens
+    assert s.authenticate(b"x", 1, now_ms=0).error_code == ILLEGAL_SASL_STATE
+    s, seen = _session()
+    s.handshake("PLAIN", 0)
+    assert s.raw_token(b"\x00alice\x00alice-secret", now_ms=0) == b""
+    assert not s.raw_tokens and seen == [Principal("User", "alice")]
+    s, _ = _session()
+    s.handshake("PLAIN", 0)
+    assert s.raw_token(b"\x00alice\x00wrong", now_ms=0) is None
+
+
+def test_scram_records_replay_into_the_image_and_snapshot() -> None:
+    recs = [R.user_scram_credential_record("bob", 2, CRED.salt, CRED.stored_key,
+                                           CRED.server_key, CRED.iterations),
+            R.user_scram_credential_record("carol", 1, b"s", b"k1", b"k2", 4096)]
+    image = img.apply(img.MetadataImage(), [R.decode(R.encode(r)) for r in recs], 1)
+    assert image.scram_credentials[("bob", 2)].stored_key == CRED.stored_key
+    assert img.apply(img.MetadataImage(), img.records_of(image), 1) == image
+    image = img.apply(image, [R.remove_user_scram_credential_record("carol", 1)], 2)
+    assert set(image.scram_credentials) == {("bob", 2)}
+    assert b"bob-secret" not in b"".join(R.encode(r) for r in recs)
+
+
+def test_alter_user_scram_credentials_validates_per_user() -> None:
+    salted = salted_password("SCRAM-SHA-256", "pw", b"salt", 4096)
+    results, records = alter_user_scram_credentials(
+        img.MetadataImage(), [("ghost", 1)],
+        [("ann", 1, 4096, b"salt", salted), ("ann", 2, 4096, b"salt", salted),
+         ("", 1, 4096, b"salt", salted), ("few", 1, 10, b"salt", salted),
+         ("many", 1, 20000, b"salt", salted), ("mech", 7, 4096, b"salt", salted),
+         ("dup", 1, 4096, b"s", salted), ("dup", 1, 4096, b"s", salted)])
+    codes = {user: code for user, (code, _) in results.items()}
+    assert codes == {"ghost": 91, "ann": 0, "": 93, "few": 93, "many": 93, "mech": 33,
+                     "dup": 92}
+    assert [(r["name"], r["mechanism"]) for r in records] == [("ann", 1), ("ann", 2)]
