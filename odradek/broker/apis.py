@@ -175,7 +175,7 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.DESCRIBE_CLIENT_QUOTAS, quotas.handle_describe_client_quotas, (
         _cluster(Op.DESCRIBE_CONFIGS),)),
     ApiSpec(K.ALTER_CLIENT_QUOTAS, quotas.handle_alter_client_quotas, (
-        _cluster(Op.ALTER_CONFIGS),), forwarded=True),
+        _cluster(Op.ALTER_CONFIGS),), forwarded=True, denial=quotas.alter_client_quotas_errors),
     # -- ACLs -----------------------------------------------------------------------------
     ApiSpec(K.CREATE_ACLS, acls.handle_create_acls, (_cluster(Op.ALTER),), forwarded=True,
             denial=acls.create_acls_errors),
