@@ -53,12 +53,27 @@ class Scope(Enum):
     RESOURCE = "resource"  # checked per resource by the handler
 
 
+_AUTHORIZATION_ERRORS = {
+    Res.TOPIC: "TOPIC_AUTHORIZATION_FAILED",
+    Res.GROUP: "GROUP_AUTHORIZATION_FAILED",
+    Res.CLUSTER: "CLUSTER_AUTHORIZATION_FAILED",
+    Res.TRANSACTIONAL_ID: "TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+}
+LEFT_OUT = "none: left out of the answer"
+
+
 @dataclass(frozen=True, slots=True)
 class Check:
     resource_type: Res
     operation: Op
     scope: Scope
     source: str  # where the resource name comes from ("kafka-cluster" for CLUSTER)
+    denied: str = ""  # the error a denial answers, where not the resource type's own
+
+    @property
+    def error(self) -> str:
+        """The error code's name a denial answers (docs/security.md's table)."""
+        return self.denied or _AUTHORIZATION_ERRORS[self.resource_type]
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +111,10 @@ def _txn_id(op: Op, source: str = "transactional_id") -> Check:
 
 CLUSTER_ACTION = (_cluster(Op.CLUSTER_ACTION),)
 
+
+async def _unwrapped_by_the_pipeline(node: Any, ctx: Any, request: Any) -> dict[str, Any]:
+    raise AssertionError("Envelope is answered by the pipeline's unwrap stage")
+
 API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # -- produce and fetch ----------------------------------------------------------------
     ApiSpec(K.PRODUCE, produce.handle_produce, (
@@ -103,7 +122,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # consumers: READ on each topic; followers (replica_id >= 0): CLUSTER_ACTION
     ApiSpec(K.FETCH, cluster.handle_fetch, (
         _topic(Op.READ, "topics[].topic"),
-        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "replica_id >= 0"))),
+        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "replica_id >= 0",
+              "TOPIC_AUTHORIZATION_FAILED"))),
     ApiSpec(K.LIST_OFFSETS, fetch_handlers.handle_list_offsets, (
         _topic(Op.DESCRIBE, "topics[].name"),)),
     ApiSpec(K.OFFSET_FOR_LEADER_EPOCH, fetch_handlers.handle_offset_for_leader_epoch, (
@@ -112,7 +132,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # -- metadata -------------------------------------------------------------------------
     ApiSpec(K.METADATA, metadata.handle_metadata, (
         _topic(Op.DESCRIBE, "topics[].name (unauthorized topics are hidden)"),
-        Check(Res.CLUSTER, Op.CREATE, Scope.RESOURCE, "allow_auto_topic_creation"),
+        Check(Res.CLUSTER, Op.CREATE, Scope.RESOURCE, "allow_auto_topic_creation",
+              "TOPIC_AUTHORIZATION_FAILED"),
         _topic(Op.CREATE, "allow_auto_topic_creation"))),
     ApiSpec(K.API_VERSIONS, api_versions.handle_api_versions, before_auth=True),
     # -- SASL (the connection's own authentication: security/sasl.py) --------------------
@@ -124,9 +145,12 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _topic(Op.DESCRIBE, "topics[].name"),)),
     # -- topics and configs (admin) -------------------------------------------------------
     ApiSpec(K.CREATE_TOPICS, admin.handle_create_topics, (
-        Check(Res.CLUSTER, Op.CREATE, Scope.RESOURCE, "topics[].name, else TOPIC CREATE"),
+        Check(Res.CLUSTER, Op.CREATE, Scope.RESOURCE, "topics[].name, else TOPIC CREATE",
+              "TOPIC_AUTHORIZATION_FAILED"),
         _topic(Op.CREATE, "topics[].name"),
-        _topic(Op.DESCRIBE_CONFIGS, "topics[].name (configs in the answer)")),
+        Check(Res.TOPIC, Op.DESCRIBE_CONFIGS, Scope.RESOURCE,
+              "topics[].name (configs in the answer)", "TOPIC_AUTHORIZATION_FAILED in "
+              "topic_config_error_code, configs left out")),
         forwarded=True),
     ApiSpec(K.DELETE_TOPICS, admin.handle_delete_topics, (
         _topic(Op.DELETE, "topics[].name"),), forwarded=True),
@@ -156,7 +180,7 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.DESCRIBE_CLIENT_QUOTAS, quotas.handle_describe_client_quotas, (
         _cluster(Op.DESCRIBE_CONFIGS),)),
     ApiSpec(K.ALTER_CLIENT_QUOTAS, quotas.handle_alter_client_quotas, (
-        _cluster(Op.ALTER_CONFIGS),), forwarded=True),
+        _cluster(Op.ALTER_CONFIGS),), forwarded=True, denial=quotas.alter_client_quotas_errors),
     # -- ACLs -----------------------------------------------------------------------------
     ApiSpec(K.CREATE_ACLS, acls.handle_create_acls, (_cluster(Op.ALTER),), forwarded=True,
             denial=acls.create_acls_errors),
@@ -180,14 +204,15 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].name"))),
     ApiSpec(K.OFFSET_FETCH, groups.handle_offset_fetch, (
         _group(Op.DESCRIBE, "group_id / groups[].group_id"),
-        _topic(Op.DESCRIBE, "topics[].name (unauthorized topics are left out)"))),
+        _topic(Op.DESCRIBE, "topics[].name"))),
     ApiSpec(K.OFFSET_DELETE, groups.handle_offset_delete, (
         _group(Op.DELETE, "group_id"), _topic(Op.READ, "topics[].name"))),
     ApiSpec(K.DESCRIBE_GROUPS, groups.handle_describe_groups, (
         _group(Op.DESCRIBE, "groups[]"),)),
     ApiSpec(K.LIST_GROUPS, groups.handle_list_groups, (
-        Check(Res.CLUSTER, Op.DESCRIBE, Scope.RESOURCE, "all groups, else per GROUP DESCRIBE"),
-        _group(Op.DESCRIBE, "each listed group"))),
+        Check(Res.CLUSTER, Op.DESCRIBE, Scope.RESOURCE, "all groups, else per GROUP DESCRIBE",
+              LEFT_OUT),
+        Check(Res.GROUP, Op.DESCRIBE, Scope.RESOURCE, "each listed group", LEFT_OUT))),
     ApiSpec(K.DELETE_GROUPS, groups.handle_delete_groups, (
         _group(Op.DELETE, "groups_names[]"),)),
     ApiSpec(K.CONSUMER_GROUP_HEARTBEAT, groups.handle_consumer_group_heartbeat, (
@@ -216,7 +241,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.DESCRIBE_TRANSACTIONS, txn.handle_describe_transactions, (
         _txn_id(Op.DESCRIBE, "transactional_ids[]"),)),
     ApiSpec(K.LIST_TRANSACTIONS, txn.handle_list_transactions, (
-        _txn_id(Op.DESCRIBE, "each listed transactional id"),)),
+        Check(Res.TRANSACTIONAL_ID, Op.DESCRIBE, Scope.RESOURCE,
+              "each listed transactional id", LEFT_OUT),)),
     # -- controller listeners: KRaft and the broker lifecycle ----------------------------
     ApiSpec(K.VOTE, cluster.handle_raft_request, CLUSTER_ACTION, controller=True),
     ApiSpec(K.BEGIN_QUORUM_EPOCH, cluster.handle_raft_request, CLUSTER_ACTION,
@@ -233,6 +259,9 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
             controller=True),
     ApiSpec(K.ASSIGN_REPLICAS_TO_DIRS, cluster.handle_assign_replicas_to_dirs,
             CLUSTER_ACTION, controller=True),
+    # a broker's forwarded request (KIP-590): the pipeline unwraps it and runs the
+    # inner request, with its own line's checks, as the client the Envelope names
+    ApiSpec(K.ENVELOPE, _unwrapped_by_the_pipeline, CLUSTER_ACTION, controller=True),
 )}
 
 FORWARDED_TO_CONTROLLER = frozenset(k for k, s in API_TABLE.items() if s.forwarded)

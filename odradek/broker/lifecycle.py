@@ -27,8 +27,8 @@ active one. A lone voter runs none of it (it is always the active controller).
   again. `controlled_shutdown` sends `want_shut_down` until the controller
   has moved every leadership away (bounded by a timeout).
 * **Requests for the controller**: AlterPartition, AllocateProducerIds,
-  AssignReplicasToDirs (where new replicas were placed, KIP-858), and admin
-  requests relayed unchanged (`forward`). The registration names the
+  AssignReplicasToDirs (where new replicas were placed, KIP-858), and clients'
+  admin requests in Envelopes (`forward`, KIP-590). The registration names the
   directory ids of the online log dirs.
 
 The controller is found through `controller.quorum.voters` or
@@ -491,16 +491,24 @@ class BrokerLifecycle:
             await asyncio.sleep(0.02)
         return results
 
-    async def forward(self, frame: bytes) -> bytes:
-        """Relay an admin request to the active controller; a dead connection
-        (a controller that died, or a standby that closed it) moves on to the
-        next one until CALL_TIMEOUT_S has passed."""
+    async def forward(self, envelope: dict[str, Any]) -> Any:
+        """Send a client's admin request to the active controller in an Envelope
+        (KIP-590, pipeline.py builds it); a dead connection (a controller that
+        died, or a standby that closed it) or NOT_CONTROLLER moves on to the next
+        one until CALL_TIMEOUT_S has passed."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CALL_TIMEOUT_S
         while True:
             generation = self._generation
             try:
-                return await self._forwarding.forward(frame, 0)
+                response = await self._forwarding.request(api.ApiKey.ENVELOPE, 0, envelope,
+                                                          timeout_s=CALL_TIMEOUT_S)
+                if int(getattr(response.error_code, "value", response.error_code)) \
+                        != NOT_CONTROLLER:
+                    return response
+                self._move_controller(generation)
+                if loop.time() + RETRY_BACKOFF_S >= deadline:
+                    return response
             except ChannelError:
                 self._move_controller(generation, unreachable=True)
                 if loop.time() + RETRY_BACKOFF_S >= deadline:

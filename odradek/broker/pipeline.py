@@ -4,8 +4,7 @@
     header       parse the request header; an unknown API or version closes the
                  connection, except ApiVersions, answered in v0 with our ranges
     route        find the API's line in apis.API_TABLE: controller APIs only on a
-                 node with the controller role; on a broker-only node, admin APIs
-                 marked `forwarded` are relayed to the active controller as they are
+                 node with the controller role
     authenticate the connection's principal (PLAINTEXT: User:ANONYMOUS); until a
                  SASL connection has authenticated only `before_auth` APIs pass,
                  and once its session expired (KIP-368) only those again. A
@@ -13,10 +12,18 @@
                  connection's SASL session before the header stage
     decode       protocol/guard.py checks every length and count, then kio decodes;
                  a null where the schema has none closes the connection
+    forward      on a broker-only node, admin APIs marked `forwarded` go to the
+                 active controller in an Envelope (KIP-590) carrying the client's
+                 principal and address (protocol/envelope.py); the controller's
+                 EnvelopeResponse holds the answer, sent on as it is
     authorize    the API's REQUEST-scoped checks (cluster-level operations), each
                  through the authorizer; a denial answers with the API's
                  authorization error. RESOURCE-scoped checks (topics, groups,
                  transactional ids) are made by the handler through the context
+    unwrap       (Envelope only, on a controller listener, after CLUSTER_ACTION was
+                 authorized) the inner request runs the decode, authorize, handle
+                 and encode stages as the principal and host the Envelope names;
+                 its answer goes back inside an EnvelopeResponse
     handle       the API's handler, with the node's services and a RequestContext
     throttle     the response's throttle_time_ms (quotas plug in here)
     encode       the response header of the API version, then the body (Fetch
@@ -40,7 +47,7 @@ from kio.serial import entity_writer
 
 from ..metadata.client_quotas import Quotas
 from ..metadata.raft_quorum import NotControllerError
-from ..protocol import api, entities
+from ..protocol import api, entities, envelope
 from ..protocol.client import ChannelError
 from ..protocol.fetch_codec import encode_fetch_response
 from ..protocol.framing import (
@@ -73,8 +80,12 @@ class CloseAfter(NamedTuple):
 
     response: Any
 
-UNSUPPORTED_VERSION = 35
+
+UNKNOWN_SERVER_ERROR = -1
 CLUSTER_AUTHORIZATION_FAILED = 31
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
+PRINCIPAL_DESERIALIZATION_FAILURE = 97
 
 
 class Connection(Protocol):
@@ -90,7 +101,9 @@ class Connection(Protocol):
 
 
 class Forwarder(Protocol):
-    async def forward(self, frame: bytes) -> bytes: ...
+    async def forward(self, envelope: dict[str, Any]) -> Any:
+        """Send an Envelope request to the active controller; its EnvelopeResponse."""
+        ...
 
 
 class PipelineHost(Protocol):
@@ -145,14 +158,21 @@ class RequestPipeline:
             return spec  # an answer (ApiVersions v0) or CLOSE
         if not self._authenticated(spec, conn):
             return CLOSE
-        if spec.forwarded and self._forwards(conn):
-            return await self._forward(spec, frame, conn)
-        request = self._decode(spec, header, frame, conn)
+        request = self._decode(spec, header, frame, _peer(conn))
         if request is CLOSE:
             return CLOSE
         ctx = self._context(header, conn)
+        if spec.forwarded and self._forwards(conn):
+            return await self._forward(spec, header, frame, ctx)
+        return await self._serve(spec, header, request, ctx, conn, len(frame))
+
+    async def _serve(self, spec: ApiSpec, header: RequestHeader, request: Any,
+                     ctx: RequestContext, conn: Connection | None, request_bytes: int) -> Any:
+        """The stages after decoding: authorize, (unwrap,) handle, throttle, encode."""
         if not self._authorize(spec, ctx):
             return self._denial(spec, header, request)
+        if spec.key == api.ApiKey.ENVELOPE:
+            return await self._unwrap(header, request, ctx, conn)
         try:
             handler_started = time.perf_counter()
             data = await spec.handler(self.services, ctx, request)
@@ -160,17 +180,18 @@ class RequestPipeline:
         except NotControllerError as e:
             # a standby controller, or leadership lost meanwhile: the caller
             # (a broker) reconnects and finds the active controller
-            log.info("closing %s: %s v%d: %s", _peer(conn), spec.name, header.api_version, e)
+            log.info("closing %s: %s v%d: %s", ctx.peer, spec.name, header.api_version, e)
             return CLOSE
         except Exception:
             log.exception("handler for %s v%d failed", spec.name, header.api_version)
             return CLOSE
         if data is None:  # acks=0: no answer, but the bytes still count
-            self._throttle(spec, ctx, conn, request, len(frame), 0, handler_s)
+            self._throttle(spec, ctx, conn, request, request_bytes, 0, handler_s)
             return None
         data.setdefault("throttle_time", 0)
         answer = self._encode(header, data)
-        throttle_ms = self._throttle(spec, ctx, conn, request, len(frame), _size(answer), handler_s)
+        throttle_ms = self._throttle(spec, ctx, conn, request, request_bytes, _size(answer),
+                                     handler_s)
         if throttle_ms:
             data["throttle_time"] = throttle_ms
             answer = self._encode(header, data)
@@ -223,35 +244,117 @@ class RequestPipeline:
     def _forwards(self, conn: Connection | None) -> bool:
         return self.host.forwarder is not None and not self.host.is_active_controller
 
-    async def _forward(self, spec: ApiSpec, frame: bytes, conn: Connection | None) -> Any:
-        if conn is not None and conn.listener in self.host.controller_listener_names:
+    async def _forward(self, spec: ApiSpec, header: RequestHeader, frame: bytes,
+                       ctx: RequestContext) -> Any:
+        """KIP-590: the request goes to the active controller in an Envelope that
+        names the client's principal and address; the controller authorizes it as
+        the client. The EnvelopeResponse holds the answer frame (header included,
+        the client's correlation id) or an error of the Envelope itself."""
+        if ctx.listener in self.host.controller_listener_names:
             # Relayed to us, a standby voter: the relaying broker moves on.
-            log.info("closing %s: %s relayed to a standby controller", _peer(conn), spec.name)
+            log.info("closing %s: %s relayed to a standby controller", ctx.peer, spec.name)
             return CLOSE
         forwarder = self.host.forwarder
         assert forwarder is not None
         try:
-            return await forwarder.forward(frame)
+            address = envelope.pack_host(ctx.client_host)
+        except ValueError:
+            log.warning("closing %s: %s: client address %r is not an IP", ctx.peer,
+                        spec.name, ctx.client_host)
+            return CLOSE
+        try:
+            response = await forwarder.forward({
+                "request_data": frame,
+                "request_principal": envelope.serialize_principal(
+                    ctx.principal.type, ctx.principal.name),
+                "client_host_address": address,
+            })
         except ChannelError as e:
             log.warning("closing %s: cannot forward %s to the controller: %s",
-                        _peer(conn), spec.name, e)
+                        ctx.peer, spec.name, e)
+            return CLOSE
+        code = _code(response.error_code)
+        if code == UNSUPPORTED_VERSION:
+            # the controller does not speak this version (Kafka: the client
+            # reconnects and learns the versions again)
+            log.warning("closing %s: the controller does not take %s v%d", ctx.peer,
+                        spec.name, header.api_version)
+            return CLOSE
+        if code or response.response_data is None:
+            # The Envelope itself failed: this broker is misconfigured (e.g. its
+            # principal lacks CLUSTER_ACTION). Kafka answers the client
+            # UNKNOWN_SERVER_ERROR, not the error meant for the broker.
+            log.warning("forwarding %s from %s: the controller answered the Envelope with "
+                        "error %d (the broker's principal needs CLUSTER_ACTION on the "
+                        "cluster)", spec.name, ctx.peer, code)
+            cls = api.response_class(spec.key, header.api_version)
+            return self._encode(header, entities.error_response(
+                cls, UNKNOWN_SERVER_ERROR, "The controller refused the forwarded request."))
+        data = bytes(response.response_data)
+        return struct.pack(">i", len(data)) + data
+
+    async def _unwrap(self, header: RequestHeader, request: Any, ctx: RequestContext,
+                      conn: Connection | None) -> Any:
+        """An Envelope from a broker (CLUSTER_ACTION already authorized): run the
+        inner request as the client it names, answer inside an EnvelopeResponse."""
+        if ctx.listener and ctx.listener not in self.host.controller_listener_names:
+            log.warning("closing %s: Envelope on listener %s, not a controller listener",
+                        ctx.peer, ctx.listener)
             return CLOSE
 
+        def refuse(code: int, why: str) -> Any:
+            log.warning("refusing an Envelope from %s (%s): %s", ctx.principal, ctx.peer, why)
+            return self._encode(header, {"error_code": code, "response_data": None})
+
+        try:
+            principal = Principal(*envelope.deserialize_principal(
+                bytes(request.request_principal)))
+        except envelope.PrincipalDeserializationError as e:
+            return refuse(PRINCIPAL_DESERIALIZATION_FAILURE, f"principal: {e}")
+        try:
+            client_host = envelope.unpack_host(bytes(request.client_host_address))
+        except ValueError as e:
+            return refuse(INVALID_REQUEST, f"client address: {e}")
+        frame = bytes(request.request_data)
+        try:
+            inner_header = parse_request_header(frame)
+        except MalformedRequest as e:
+            return refuse(INVALID_REQUEST, f"inner header: {e}")
+        spec = self.table.get(inner_header.api_key)
+        if spec is None or not spec.forwarded:
+            return refuse(INVALID_REQUEST, f"{api.api_name(inner_header.api_key)} is not "
+                          "forwardable")
+        if not api.is_supported(inner_header.api_key, inner_header.api_version):
+            return refuse(UNSUPPORTED_VERSION,
+                          f"{spec.name} v{inner_header.api_version} is not supported")
+        peer = f"{client_host} (via {ctx.peer})"
+        inner = self._decode(spec, inner_header, frame, peer)
+        if inner is CLOSE:
+            return refuse(INVALID_REQUEST, f"cannot parse the inner {spec.name}")
+        inner_ctx = RequestContext(
+            inner_header.api_key, inner_header.api_version, inner_header.correlation_id,
+            inner_header.client_id, ctx.listener, client_host=client_host, peer=peer,
+            principal=principal, security_protocol=ctx.security_protocol,
+            authorizer=self.authorizer)
+        answer = await self._serve(spec, inner_header, inner, inner_ctx, None, len(frame))
+        if answer is CLOSE or answer is None:
+            return CLOSE  # e.g. not the active controller: the broker moves on
+        data = b"".join(answer) if type(answer) is list else answer
+        return self._encode(header, {"error_code": 0, "response_data": data[4:]})
+
     @staticmethod
-    def _decode(spec: ApiSpec, header: RequestHeader, frame: bytes,
-                conn: Connection | None) -> Any:
+    def _decode(spec: ApiSpec, header: RequestHeader, frame: bytes, peer: str) -> Any:
         version = header.api_version
         try:
             request = decode_message(api.request_class(spec.key, version), frame,
                                      header.body_offset)
         except Exception as e:  # the guard's MalformedRequest, or kio's own refusals
-            log.warning("closing %s: cannot parse %s v%d: %s", _peer(conn), spec.name,
-                        version, e)
+            log.warning("closing %s: cannot parse %s v%d: %s", peer, spec.name, version, e)
             return CLOSE
         illegal = entities.find_illegal_null(request)
         if illegal is not None:
             log.warning("closing %s: %s v%d has null in non-nullable field %s",
-                        _peer(conn), spec.name, version, illegal)
+                        peer, spec.name, version, illegal)
             return CLOSE
         return request
 
@@ -345,6 +448,10 @@ def api_version_entries() -> list[dict[str, int]]:
 
 def _size(answer: Any) -> int:
     return sum(map(len, answer)) if type(answer) is list else len(answer)
+
+
+def _code(value: Any) -> int:
+    return int(getattr(value, "value", value))
 
 
 def _peer(conn: Connection | None) -> str:

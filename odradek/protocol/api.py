@@ -86,6 +86,7 @@ class ApiKey(IntEnum):
     BROKER_HEARTBEAT = 63
     ALLOCATE_PRODUCER_IDS = 67
     ASSIGN_REPLICAS_TO_DIRS = 73
+    ENVELOPE = 58  # KIP-590: a broker's forwarded admin request, as its client
 
 
 # api_key -> (min_version, max_version) that odradek answers.
@@ -162,6 +163,7 @@ CONTROLLER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.END_QUORUM_EPOCH: (1, 1),
     ApiKey.FETCH_SNAPSHOT: (0, 1),  # voters and observers (brokers), KIP-630
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
+    ApiKey.ENVELOPE: (0, 0),  # brokers' forwarded admin requests (KIP-590)
 }
 
 

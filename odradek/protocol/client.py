@@ -5,8 +5,7 @@ a time (a lock orders them): requests are built from dicts with kio's
 classes (`protocol/entities.py`), responses come back as kio objects. Every
 call has a timeout; a failed or timed-out call closes the connection and the
 next call reconnects. With an `ssl_context` the connection is TLS (the server
-name sent and, if the context checks host names, verified is `host`). Raw frames can be relayed too (`forward`): the broker
-uses that to pass admin requests to the active controller unchanged.
+name sent and, if the context checks host names, verified is `host`).
 
 To a SASL listener a channel authenticates right after it connects
 (SaslHandshake v1, then SaslAuthenticate v2 with PLAIN or SCRAM-SHA-256/512);
@@ -191,17 +190,6 @@ class KafkaChannel:
         frame, corr = self._request_frame(api_key, version, data)
         return self._decode_response(api_key, version, corr,
                                      await self._round_trip(frame, timeout_s))
-
-    async def forward(self, frame: bytes, body_offset: int, timeout_s: float = 30.0) -> bytes:
-        """Relay a client's request frame (header included) and return the
-        response frame with the client's correlation id, size prefix included."""
-        (client_corr,) = struct.unpack_from(">i", frame, 4)
-        corr = self._next_correlation_id()
-        relayed = bytearray(frame)
-        struct.pack_into(">i", relayed, 4, corr)
-        response = bytearray(await self._round_trip(bytes(relayed), timeout_s))
-        struct.pack_into(">i", response, 0, client_corr)
-        return struct.pack(">i", len(response)) + bytes(response)
 
 
 STOP_WAIT_S = 2.0

@@ -9,7 +9,6 @@ from typing import Any
 from ...metadata.controller import NewTopic, Result
 from ...protocol import errors as E
 from ...security.resources import AclOperation as Op
-from ...security.resources import ResourceType
 from ..context import RequestContext
 from ..services import AdminServices
 from . import authz
@@ -49,6 +48,7 @@ async def handle_create_topics(broker: AdminServices, ctx: RequestContext, req: 
         if t.name not in creatable:
             results[t.name] = Result(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     image = broker.image
+    describable = authz.topics_allowed(ctx, Op.DESCRIBE_CONFIGS, [t.name for t in new_topics])
     out = []
     for t in new_topics:
         res = results[t.name]
@@ -62,7 +62,10 @@ async def handle_create_topics(broker: AdminServices, ctx: RequestContext, req: 
             "configs": None,
         }
         if res.error_code == 0 and ctx.api_version >= 5:
-            entry["configs"] = _created_topic_configs(broker, image, t)
+            if t.name in describable:
+                entry["configs"] = _created_topic_configs(broker, image, t)
+            else:  # Kafka: the topic is created, its configs are not shown
+                entry["topic_config_error_code"] = E.TOPIC_AUTHORIZATION_FAILED
         out.append(entry)
     return {"topics": out}
 

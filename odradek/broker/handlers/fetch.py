@@ -38,7 +38,7 @@ ZERO_UUID = uuid.UUID(int=0)
 MAX_WAIT_CAP_MS = 60_000  # a bound on how long one fetch may park
 
 
-def _check_epoch(part: "Partition", current_leader_epoch: int) -> int:
+def _check_epoch(part: Partition, current_leader_epoch: int) -> int:
     if current_leader_epoch == -1 or current_leader_epoch == part.leader_epoch:
         return 0
     if current_leader_epoch < part.leader_epoch:
@@ -82,7 +82,7 @@ def _replica_id(req: Any) -> int:
     return int(getattr(req, "replica_id", -1))
 
 
-async def handle_fetch(broker: "FetchServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     version = ctx.api_version
     use_ids = version >= 13
     session_id = getattr(req, "session_id", 0)
@@ -131,6 +131,10 @@ async def handle_fetch(broker: "FetchServices", ctx: RequestContext, req: Any) -
     rm = broker.replica_manager
     read_committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     readable = _readable(ctx, broker.image, entries, use_ids)
+    if entries and not readable:
+        # Kafka (KafkaApis: nothing "interesting"): no partition may be read,
+        # so answer the TOPIC_AUTHORIZATION_FAILED at once instead of waiting
+        max_wait_ms = 0
 
     while True:
         answers, total_bytes, had_error, keys = _read_all(
@@ -284,7 +288,7 @@ MAX_TIMESTAMP = -3
 EARLIEST_LOCAL = -4
 
 
-async def handle_list_offsets(broker: "FetchServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_list_offsets(broker: FetchServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     rm = broker.replica_manager
     described = authz.topics_allowed(ctx, Op.DESCRIBE, [t.name for t in req.topics])
     topics = []
@@ -345,7 +349,7 @@ async def handle_list_offsets(broker: "FetchServices", ctx: RequestContext, req:
 
 
 async def handle_offset_for_leader_epoch(
-    broker: "FetchServices", ctx: RequestContext, req: Any
+    broker: FetchServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     rm = broker.replica_manager
     # a follower (replica_id >= 0) needs CLUSTER_ACTION; a consumer DESCRIBE on each topic

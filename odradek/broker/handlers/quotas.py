@@ -44,3 +44,11 @@ async def handle_alter_client_quotas(broker: QuotaServices, ctx: RequestContext,
     return {"entries": [
         {"error_code": r.error_code, "error_message": r.error_message,
          "entity": _wire(r.entity)} for r in results]}
+
+
+def alter_client_quotas_errors(req: Any, code: int, message: str) -> dict[str, Any]:
+    """A refused AlterClientQuotas (no ALTER_CONFIGS on the cluster): Kafka
+    answers each entry with the error (the response has no top-level code)."""
+    return {"entries": [{"error_code": code, "error_message": message,
+                         "entity": [{"entity_type": c.entity_type, "entity_name": c.entity_name}
+                                    for c in e.entity]} for e in req.entries]}
