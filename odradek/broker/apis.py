@@ -191,7 +191,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.DESCRIBE_USER_SCRAM_CREDENTIALS, scram.handle_describe_user_scram_credentials,
             (_cluster(Op.DESCRIBE),)),
     ApiSpec(K.ALTER_USER_SCRAM_CREDENTIALS, scram.handle_alter_user_scram_credentials,
-            (_cluster(Op.ALTER),), forwarded=True),
+            (_cluster(Op.ALTER),), forwarded=True,
+            denial=scram.alter_user_scram_credentials_errors),
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),

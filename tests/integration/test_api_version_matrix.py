@@ -166,6 +166,13 @@ def _group_requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]
                          "ops": [{"key": "producer_byte_rate", "value": 1e6,
                                   "remove": False}]}],
             "validate_only": True},
+        # a PLAINTEXT listener: SASL requests are in the wrong state (as in Kafka)
+        api.ApiKey.SASL_HANDSHAKE: {"mechanism": "PLAIN"},
+        api.ApiKey.SASL_AUTHENTICATE: {"auth_bytes": b"\x00u\x00p"},
+        api.ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: {"users": None},
+        api.ApiKey.ALTER_USER_SCRAM_CREDENTIALS: {"deletions": [{"name": "matrix",
+                                                                 "mechanism": 1}],
+                                                  "upsertions": []},
         # no authorizer: the ACL APIs answer SECURITY_DISABLED (below)
         api.ApiKey.CREATE_ACLS: {"creations": [{
             "resource_type": 2, "resource_name": topic, "resource_pattern_type": 3,
@@ -214,6 +221,9 @@ EXPECTED_ERRORS = {
     api.ApiKey.END_TXN: {49},
     api.ApiKey.TXN_OFFSET_COMMIT: {48},  # INVALID_TXN_STATE: the group is not in a txn
     api.ApiKey.DESCRIBE_TRANSACTIONS: {105},  # TRANSACTIONAL_ID_NOT_FOUND
+    api.ApiKey.SASL_HANDSHAKE: {34},  # ILLEGAL_SASL_STATE: not a SASL listener
+    api.ApiKey.SASL_AUTHENTICATE: {34},
+    api.ApiKey.ALTER_USER_SCRAM_CREDENTIALS: {91},  # RESOURCE_NOT_FOUND: no such credential
     api.ApiKey.CREATE_ACLS: {54},  # SECURITY_DISABLED: no authorizer.class.name
     api.ApiKey.DESCRIBE_ACLS: {54},
     api.ApiKey.DELETE_ACLS: {54},

@@ -68,6 +68,15 @@ async def handle_alter_user_scram_credentials(
                         for user, (code, message) in results.items()]}
 
 
+def alter_user_scram_credentials_errors(req: Any, code: int, message: str
+                                        ) -> dict[str, Any]:
+    """A refused AlterUserScramCredentials (no ALTER on the cluster): Kafka answers
+    each user named in the request with the error (no top-level error code)."""
+    users = dict.fromkeys([d.name for d in req.deletions] + [u.name for u in req.upsertions])
+    return {"results": [{"user": user, "error_code": code, "error_message": message}
+                        for user in users]}
+
+
 Upsertion = tuple[str, int, int, bytes, bytes]  # name, mechanism, iterations, salt, salted
 
 
