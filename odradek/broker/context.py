@@ -37,6 +37,9 @@ class RequestContext:
     principal: Principal = ANONYMOUS
     security_protocol: str = "PLAINTEXT"
     authorizer: Authorizer = field(default=_ALLOW_ALL)
+    # on one of controller.listener.names (or an in-process call): only here
+    # are KRaft's requests (Vote, __cluster_metadata fetches, ...) served
+    controller_listener: bool = True
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
