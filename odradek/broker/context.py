@@ -41,6 +41,9 @@ class RequestContext:
     # the connection's SASL state (SaslHandshake/SaslAuthenticate); None unless
     # the listener is SASL_PLAINTEXT or SASL_SSL
     sasl: SaslSession | None = None
+    # on one of controller.listener.names (or an in-process call): only here
+    # are KRaft's requests (Vote, __cluster_metadata fetches, ...) served
+    controller_listener: bool = True
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:

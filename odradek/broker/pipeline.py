@@ -3,8 +3,11 @@
     frame        network.py cuts size-prefixed frames (socket.request.max.bytes)
     header       parse the request header; an unknown API or version closes the
                  connection, except ApiVersions, answered in v0 with our ranges
-    route        find the API's line in apis.API_TABLE: controller APIs only on a
-                 node with the controller role
+    route        find the API's line in apis.API_TABLE: controller APIs (KRaft,
+                 broker lifecycle) only on a node with the controller role and only
+                 on its controller listeners (controller.listener.names), as Kafka
+                 scopes APIs by listener: on a client listener they close the
+                 connection like an unknown API
     authenticate the connection's principal (PLAINTEXT: User:ANONYMOUS); until a
                  SASL connection has authenticated only `before_auth` APIs pass,
                  and once its session expired (KIP-368) only those again. A
@@ -205,7 +208,8 @@ class RequestPipeline:
         key, version = header.api_key, header.api_version
         spec = self.table.get(key)
         offered = api.is_supported(key, version) or (
-            self.host.serves_controller_apis and api.is_controller_api(key, version))
+            self.host.serves_controller_apis and self._on_controller_listener(conn)
+            and api.is_controller_api(key, version))
         if spec is not None and offered:
             return spec
         if key == api.ApiKey.API_VERSIONS:
@@ -217,6 +221,10 @@ class RequestPipeline:
         log.warning("closing %s: unsupported request %s v%d (client %r)", _peer(conn),
                     api.api_name(key), version, header.client_id)
         return CLOSE
+
+    def _on_controller_listener(self, conn: Connection | None) -> bool:
+        """A controller listener's connection, or an in-process call (conn None)."""
+        return conn is None or conn.listener in self.host.controller_listener_names
 
     @staticmethod
     def _authenticated(spec: ApiSpec, conn: Connection | None) -> bool:
@@ -368,6 +376,7 @@ class RequestPipeline:
             security_protocol=self.host.security_protocol(listener) if listener else "PLAINTEXT",
             authorizer=self.authorizer,
             sasl=conn.sasl if conn is not None else None,
+            controller_listener=self._on_controller_listener(conn),
         )
 
     @staticmethod

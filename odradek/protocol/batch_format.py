@@ -81,6 +81,19 @@ NO_PARTITION_LEADER_EPOCH = -1
 # Decoding a compressed batch is bounded: a hostile 1 MB zstd batch can expand
 # to gigabytes. Callers that need more pass max_decompressed_bytes.
 DEFAULT_MAX_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+# What a produced batch may expand to (`decompression_bound`): at most this many
+# times its compressed size, but always as much as the topic's max.message.bytes
+# (what the same records could have been sent as uncompressed). Real data
+# compresses 2-20x; lz4 cannot pass ~255:1, gzip ~1032:1, zstd has no limit.
+MAX_DECOMPRESSION_RATIO = 64
+
+
+def decompression_bound(compressed_bytes: int, max_message_bytes: int) -> int:
+    """The most a produced batch of `compressed_bytes` may decompress to, so that
+    the memory one request costs is a bounded multiple of its size (Kafka streams
+    records out of the codec and has no such bound; we hold the whole blob)."""
+    return min(DEFAULT_MAX_DECOMPRESSED_BYTES,
+               max(max_message_bytes, compressed_bytes * MAX_DECOMPRESSION_RATIO))
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")  # the 61-byte batch header
 PREFIX_STRUCT = struct.Struct(">qi")  # baseOffset, batchLength

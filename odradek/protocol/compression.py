@@ -8,7 +8,12 @@ xerial); lz4 is the LZ4 frame format with independent blocks (Kafka's reader
 decodes each block on its own); zstd is a zstd frame.
 
 Decompression is bounded (``max_decompressed_bytes``): a hostile 1 MB zstd batch
-can expand to gigabytes. Imports batch_format.py only.
+can expand to gigabytes. Data that would expand beyond the bound is refused with
+MESSAGE_TOO_LARGE (the batch is larger than the broker accepts; the Java
+producer splits such a batch and retries, librdkafka fails it) before more than the bound is allocated (cramjam decodes
+into a fixed buffer and stops when it is full); malformed data is
+CORRUPT_MESSAGE at once, without growing the buffer first. Imports
+batch_format.py only.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from odradek.protocol.batch_format import (
     CORRUPT_MESSAGE,
     DEFAULT_MAX_DECOMPRESSED_BYTES,
     INT32_STRUCT,
+    MESSAGE_TOO_LARGE,
     UNSUPPORTED_COMPRESSION_TYPE,
     Compression,
     InvalidRecords,
@@ -41,6 +47,11 @@ _LZ4_UNCOMPRESSED_FLAG = 0x80000000
 _LZ4_END_MARK = b"\x00\x00\x00\x00"
 _UINT32_LE = struct.Struct("<I")
 _CODEC_ERRORS = (cramjam.DecompressionError, ValueError, OverflowError, OSError)
+# cramjam's error when the output buffer is full before the stream ends
+_BUFFER_FULL = "failed to write whole buffer"
+_FIRST_BUFFER_BYTES = 64 * 1024
+_FIRST_BUFFER_RATIO = 8  # first guess: 8x the compressed size
+_BUFFER_GROWTH = 4
 
 
 def compress(data: bytes | bytearray | memoryview, codec: int) -> bytes:
@@ -80,8 +91,9 @@ def decompress(
     data: bytes | bytearray | memoryview,
     codec: int,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-) -> bytes:
-    """Decompress a records blob; CORRUPT_MESSAGE if it is malformed or too large."""
+) -> bytes | bytearray:
+    """Decompress a records blob: CORRUPT_MESSAGE if it is malformed,
+    MESSAGE_TOO_LARGE if it expands beyond ``max_decompressed_bytes``."""
     if codec == Compression.NONE:
         return bytes(data)
     if codec > Compression.ZSTD or codec < 0:
@@ -101,25 +113,35 @@ def decompress(
         raise InvalidRecords(CORRUPT_MESSAGE, f"cannot decompress records: {exc}") from exc
 
 
-def _bounded_decompress(module: object, data: bytes | bytearray | memoryview, bound: int) -> bytes:
-    """Decompress into a growing buffer that may never exceed ``bound`` bytes."""
-    capacity = min(bound, max(64 * 1024, len(data) * 8))
+def _bounded_decompress(module: object, data: bytes | bytearray | memoryview,
+                        bound: int) -> bytearray:
+    """Decompress into a growing buffer that may never exceed ``bound`` bytes.
+
+    Only a full buffer makes it grow; any other codec error is malformed data."""
+    capacity = min(bound, max(_FIRST_BUFFER_BYTES, len(data) * _FIRST_BUFFER_RATIO))
     while True:
         out = bytearray(capacity)
         try:
             n = module.decompress_into(data, out)  # type: ignore[attr-defined]
-            if n < capacity or capacity == bound:
-                return bytes(out[:n])
-        except _CODEC_ERRORS:
-            if capacity >= bound:
-                raise InvalidRecords(
-                    CORRUPT_MESSAGE,
-                    f"compressed records are malformed or expand beyond {bound} bytes",
-                ) from None
-        capacity = min(bound, capacity * 4)
+        except cramjam.DecompressionError as exc:
+            if _BUFFER_FULL not in str(exc):
+                raise
+            n = -1  # more to come
+        if n >= 0:
+            del out[n:]  # shrinks in place (realloc): no second copy of the data
+            return out
+        if capacity >= bound:
+            raise _too_large(bound)
+        del out
+        capacity = min(bound, capacity * _BUFFER_GROWTH)
 
 
-def _snappy_decompress(view: memoryview, bound: int) -> bytes:
+def _too_large(bound: int) -> InvalidRecords:
+    return InvalidRecords(MESSAGE_TOO_LARGE,
+                          f"compressed records expand beyond {bound} bytes")
+
+
+def _snappy_decompress(view: memoryview, bound: int) -> bytes | bytearray:
     if view[: len(_XERIAL_MAGIC)] == _XERIAL_MAGIC:
         out = bytearray()
         pos = len(_XERIAL_HEADER)
@@ -133,14 +155,14 @@ def _snappy_decompress(view: memoryview, bound: int) -> bytes:
                 raise InvalidRecords(CORRUPT_MESSAGE, "truncated xerial snappy block")
             block = view[pos : pos + length]
             if len(out) + cramjam.snappy.decompress_raw_len(block) > bound:
-                raise InvalidRecords(CORRUPT_MESSAGE, f"snappy records expand beyond {bound} bytes")
+                raise _too_large(bound)
             out += cramjam.snappy.decompress_raw(block)
             pos += length
         return bytes(out)
     if view[: len(_SNAPPY_FRAMED_MAGIC)] == _SNAPPY_FRAMED_MAGIC:
         return _bounded_decompress(cramjam.snappy, view, bound)
     if cramjam.snappy.decompress_raw_len(view) > bound:
-        raise InvalidRecords(CORRUPT_MESSAGE, f"snappy records expand beyond {bound} bytes")
+        raise _too_large(bound)
     return bytes(cramjam.snappy.decompress_raw(view))
 
 

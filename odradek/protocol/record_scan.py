@@ -64,7 +64,7 @@ def records_blob(
     batch: bytes | bytearray | memoryview,
     header: BatchHeader,
     max_decompressed_bytes: int = DEFAULT_MAX_DECOMPRESSED_BYTES,
-) -> tuple[bytes | memoryview, int, int]:
+) -> tuple[bytes | bytearray | memoryview, int, int]:
     """(buffer, start, end) of the batch's records, decompressed if needed.
     ``batch`` holds the batch at ``header.position``."""
     view = memoryview(batch)
@@ -111,7 +111,7 @@ def scan_records(
     inline, and the records blob is scanned as ``bytes`` (faster to index than
     a memoryview)."""
     buf, pos, stop = records_blob(batch, header, max_decompressed_bytes)
-    if not isinstance(buf, bytes):
+    if not isinstance(buf, bytes):  # keys are dict keys (the cleaner): bytes
         buf, pos, stop = bytes(buf[pos:stop]), 0, stop - pos
     out = ScannedRecords(buf)
     starts, body_starts, ends = out.starts, out.body_starts, out.ends
@@ -196,7 +196,7 @@ def check_records(
     Lengths are read, no value is copied.
     """
     buf, pos, stop = records_blob(batch, header, max_decompressed_bytes)
-    if not isinstance(buf, bytes):
+    if isinstance(buf, memoryview):  # a decompressed blob is bytes or bytearray already
         buf, pos, stop = bytes(buf[pos:stop]), 0, stop - pos
     keyless: list[int] = []
     varint = _varint

@@ -81,6 +81,7 @@ from odradek.protocol.batch_format import (
     Record,
     TimestampType,
     batch_crc_ok,
+    decompression_bound,
     iter_batch_headers,
     parse_batch_header,
 )
@@ -133,6 +134,7 @@ __all__ = [
     "compress",
     "decode_batch_records",
     "decompress",
+    "decompression_bound",
     "iter_batch_headers",
     "parse_batch_header",
     "parse_control_record",
@@ -340,7 +342,7 @@ def decode_batch_records(
         raise InvalidRecords(CORRUPT_MESSAGE, "record batch is truncated")
     if header.records_count < 0:
         raise InvalidRecords(CORRUPT_MESSAGE, "negative record count")
-    payload: bytes | memoryview
+    payload: bytes | bytearray | memoryview
     if header.compression:
         payload = decompress(view[start:end], header.compression, max_decompressed_bytes)
         pos, stop = 0, len(payload)

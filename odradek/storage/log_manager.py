@@ -408,10 +408,13 @@ class LogManager:
                 "(all online): creating it anew", topic, partition,
                 kafka_uuid_string(directory_id),
             )
-        counts = {dir: 0 for dir in self.log_dirs}
-        for dir in self._dir_of.values():
-            counts[dir] += 1
-        dir = assigned[0] if assigned else min(online, key=lambda d: counts[d])
+        if assigned or len(online) == 1:
+            dir = assigned[0] if assigned else online[0]
+        else:  # the dir with the fewest partitions (a walk over all: not on one dir)
+            counts = {dir: 0 for dir in self.log_dirs}
+            for dir in self._dir_of.values():
+                counts[dir] += 1
+            dir = min(online, key=lambda d: counts[d])
         try:
             plog = PartitionLog.open(
                 dir / log_dir_name(topic, partition),

@@ -12,6 +12,13 @@ does not: log dirs, producers, transactions, features, reassignments) and
 aiokafka (produce, transactions, a group). A scenario that fails is reported
 and skipped: the corpus keeps what the others sent.
 
+Controller APIs (Vote, BeginQuorumEpoch, BrokerRegistration, AllocateProducerIds,
+AlterPartition, ...) and a Fetch of ``__cluster_metadata`` posing as a voter
+are never sent by clients, so `synthesized_frames` writes one of each API
+version from a filled-in sample and appends them: on the client listener the
+fuzzed broker must refuse them all (pipeline.py's route stage, Fetch's
+controller-listener check), mutated or not.
+
 `select` keeps the corpus small: frames up to ``MAX_FRAME_BYTES``, no exact
 duplicates, at most ``PER_GROUP`` frames per (api key, version, client,
 produce flavour), so every version each client uses is in it and the file
@@ -29,6 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from odradek.metadata.quorum import METADATA_TOPIC, METADATA_TOPIC_ID
 from odradek.protocol import api
 from odradek.protocol.framing import parse_request_header
 from odradek.protocol.guard import decode_message
@@ -42,6 +50,7 @@ from tests.fuzz.corpus import (
     frame_api,
     write_frames,
 )
+from tests.fuzz.samples import encoded_sample, sample
 from tests.integration.broker_proc import HOST, BrokerProcess, free_port
 from tests.integration.fault_proxy import FaultProxy
 
@@ -292,6 +301,57 @@ SCENARIOS: tuple[Callable[[str], None], ...] = (
 )
 
 
+# -- synthesized: what only controllers and voters send ----------------------------
+
+SYNTH_CLIENT_ID = b"fuzz-synth"
+POSING_VOTER_ID = 1  # the fuzzed broker's own node id: a client posing as a voter
+
+
+def _request_frame(key: int, version: int, body: bytes) -> bytes:
+    header = struct.pack(">hhih", key, version, 0x5EED, len(SYNTH_CLIENT_ID)) + SYNTH_CLIENT_ID
+    if api.request_header_version(key, version) >= 2:
+        header += b"\x00"  # no tagged fields
+    return struct.pack(">i", len(header) + len(body)) + header + body
+
+
+def synthesized_frames() -> list[bytes]:
+    """One request of every controller API version, and Fetches of
+    __cluster_metadata posing as a voter (name-based and topic-id versions)."""
+    import dataclasses
+    import io
+
+    from kio.serial import entity_writer
+
+    frames = []
+    for key, (lo, hi) in sorted(api.CONTROLLER_VERSIONS.items()):
+        for version in range(lo, hi + 1):
+            frames.append(_request_frame(key, version,
+                                         encoded_sample(api.request_class(key, version))))
+    for version in (12, 13, 16):
+        cls = api.request_class(api.ApiKey.FETCH, version)
+        req = sample(cls)
+        topics = tuple(dataclasses.replace(t, topic=METADATA_TOPIC) if version < 13
+                       else dataclasses.replace(t, topic_id=METADATA_TOPIC_ID)
+                       for t in req.topics)
+        req = dataclasses.replace(req, topics=topics)
+        if version < 15:
+            req = dataclasses.replace(req, replica_id=POSING_VOTER_ID)
+        else:
+            req = dataclasses.replace(req, replica_state=dataclasses.replace(
+                req.replica_state, replica_id=POSING_VOTER_ID))
+        buf = io.BytesIO()
+        entity_writer(cls)(buf, req)
+        frames.append(_request_frame(api.ApiKey.FETCH, version, buf.getvalue()))
+    return frames
+
+
+def with_synthesized(recorded: list[bytes]) -> list[bytes]:
+    """The recorded frames (any earlier synthesized ones dropped) and the synthesized."""
+    def synthesized(f: bytes) -> bool:
+        return f[14:14 + len(SYNTH_CLIENT_ID)] == SYNTH_CLIENT_ID
+    return [f for f in recorded if not synthesized(f)] + synthesized_frames()
+
+
 # -- selection ----------------------------------------------------------------------------
 
 
@@ -349,7 +409,7 @@ def record(out: Path = CORPUS_PATH) -> list[bytes]:
     finally:
         proxy.close()
         broker.close()
-    frames = select(list(proxy.requests))
+    frames = with_synthesized(select(list(proxy.requests)))
     write_frames(out, frames)
     apis = sorted({frame_api(f) for f in frames})
     print(f"record: {len(proxy.requests)} frames seen, {len(frames)} kept "

@@ -117,6 +117,10 @@ class Conn:
         raise AssertionError("no quota is set")
 
 
+def _conn_for(spec: ApiSpec) -> Conn:
+    return Conn(listener="CONTROLLER") if spec.controller else Conn()
+
+
 def _frame(key: int, version: int, correlation_id: int) -> bytes:
     header = struct.pack(">hhih", key, version, correlation_id, 4) + b"test"
     if api.request_header_version(key, version) >= 2:
@@ -157,7 +161,7 @@ def test_a_principal_without_the_cluster_permission_is_refused(spec: ApiSpec, ve
     table = {spec.key: replace(spec, handler=_ran(calls))}
     denier = Recording(allow=False)
     pipeline = RequestPipeline(Host(), None, authorizer=denier, table=table)
-    answer = asyncio.run(pipeline.handle(_frame(spec.key, version, 77), Conn()))
+    answer = asyncio.run(pipeline.handle(_frame(spec.key, version, 77), _conn_for(spec)))
     assert calls == []  # the handler never ran
     wanted = [c for c in spec.checks if c.scope is Scope.REQUEST]
     assert denier.asked[:1] == [Action(wanted[0].operation, ResourceType.CLUSTER, CLUSTER_NAME)]
@@ -183,7 +187,7 @@ def test_a_principal_with_the_permission_reaches_the_handler(key: int):
     pipeline = RequestPipeline(Host(), None, authorizer=allower,
                                table={key: replace(spec, handler=_ran(calls))})
     version = (api.SUPPORTED_VERSIONS.get(key) or api.CONTROLLER_VERSIONS[key])[1]
-    asyncio.run(pipeline.handle(_frame(key, version, 5), Conn()))
+    asyncio.run(pipeline.handle(_frame(key, version, 5), _conn_for(spec)))
     assert calls == [key]
     assert allower.asked == [Action(c.operation, ResourceType.CLUSTER, CLUSTER_NAME)
                              for c in spec.checks if c.scope is Scope.REQUEST]
@@ -214,3 +218,39 @@ def test_the_context_carries_the_connections_principal_and_host():
     assert (str(ctx.principal), ctx.client_host, ctx.peer, ctx.listener, ctx.client_id) == (
         "User:mallory", "10.0.0.7", "10.0.0.7:5555", "PLAINTEXT", "test")
     assert ctx.authorize(AclOperation.DESCRIBE, ResourceType.TOPIC, "t")  # AllowAll
+
+
+CONTROLLER_SPECS = [s for s in API_TABLE.values() if s.controller]
+
+
+@pytest.mark.parametrize("spec", CONTROLLER_SPECS, ids=lambda s: s.name)
+def test_controller_apis_close_a_client_listeners_connection(spec: ApiSpec):
+    calls: list[int] = []
+    table = {k: replace(s, handler=_ran(calls)) for k, s in API_TABLE.items()}
+    pipeline = RequestPipeline(Host(), None, table=table)
+    lo, hi = api.CONTROLLER_VERSIONS[spec.key]
+    for version in range(lo, hi + 1):
+        frame = _frame(spec.key, version, 9)
+        before = len(calls)
+        assert asyncio.run(pipeline.handle(frame, Conn(listener="PLAINTEXT"))) is CLOSE
+        assert len(calls) == before  # the handler never ran
+        if spec.key == K.ENVELOPE:
+            continue  # unwrapped by the pipeline itself (test_envelope.py), no handler
+        asyncio.run(pipeline.handle(frame, Conn(listener="CONTROLLER")))
+        asyncio.run(pipeline.handle(frame, None))  # in-process: the node's own broker
+    wanted = 0 if spec.key == K.ENVELOPE else 2 * (hi - lo + 1)
+    assert calls == [spec.key] * wanted
+
+
+def test_the_context_says_whether_the_listener_is_a_controller_listener():
+    seen: list[Any] = []
+
+    async def handler(node: Any, ctx: Any, request: Any) -> dict[str, Any]:
+        seen.append(ctx.controller_listener)
+        return None
+
+    pipeline = RequestPipeline(Host(), None, table={
+        K.FETCH: replace(API_TABLE[K.FETCH], handler=handler)})
+    for conn in (Conn(listener="PLAINTEXT"), Conn(listener="CONTROLLER"), None):
+        asyncio.run(pipeline.handle(_frame(K.FETCH, 12, 1), conn))
+    assert seen == [False, True, True]

@@ -31,6 +31,7 @@ from odradek.protocol.records import (
     compress,
     decode_batch_records,
     decompress,
+    decompression_bound,
     iter_batch_headers,
     parse_batch_header,
     parse_control_record,
@@ -242,11 +243,38 @@ def test_lz4_is_a_standard_frame_with_independent_blocks() -> None:
     assert decompress(bytes(cramjam.lz4.compress(data)), Compression.LZ4) == data
 
 
-def test_decompression_is_bounded() -> None:
-    bomb = compress(b"\x00" * 2_000_000, Compression.ZSTD)
+@pytest.mark.parametrize("codec", [c for c in Compression if c != Compression.NONE])
+def test_decompression_beyond_the_bound_is_message_too_large(codec: Compression) -> None:
+    data = b"\x00" * 2_000_000
+    bomb = compress(data, codec)
     with pytest.raises(InvalidRecords) as info:
-        decompress(bomb, Compression.ZSTD, max_decompressed_bytes=100_000)
+        decompress(bomb, codec, max_decompressed_bytes=len(data) - 1)
+    assert info.value.error_code == MESSAGE_TOO_LARGE
+    assert decompress(bomb, codec, max_decompressed_bytes=len(data)) == data  # exactly fits
+
+
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.LZ4, Compression.ZSTD])
+def test_malformed_compressed_data_is_refused_without_growing_a_buffer(
+        codec: Compression) -> None:
+    import tracemalloc
+
+    damaged = bytearray(compress(bytes(range(256)) * 4000, codec))
+    damaged[len(damaged) // 2:] = b"\xa5" * (len(damaged) - len(damaged) // 2)
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidRecords) as info:
+            decompress(bytes(damaged), codec, max_decompressed_bytes=256 * 1024 * 1024)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
     assert info.value.error_code == CORRUPT_MESSAGE
+    assert peak < 4 * 1024 * 1024  # the first buffer only, not 256 MB
+
+
+def test_the_decompression_bound_is_a_multiple_of_the_batch_with_max_message_bytes_as_floor():
+    assert decompression_bound(100, 1_048_588) == 1_048_588  # an uncompressed batch's worth
+    assert decompression_bound(100_000, 1_048_588) == 100_000 * 64
+    assert decompression_bound(10_000_000, 1_048_588) == 256 * 1024 * 1024  # the hard cap
 
 
 # -- hostile input ------------------------------------------------------------------------

@@ -14,6 +14,10 @@ Fetch has three callers, told apart as Kafka tells them apart:
   ``replica_state.replica_id`` from v15) is a follower: served by
   `replica_fetch.py`, up to the log end offset, with diverging epochs;
 * anything else is a consumer: `fetch.py`, up to the high watermark.
+
+``__cluster_metadata`` is served on the controller listeners only: on a client
+listener it is an unknown topic, as on a Kafka broker, so no client can pose
+as a voter and move the quorum's high watermark.
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ async def handle_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -
             Op.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
         # replication (metadata or partitions) is the brokers' own: CLUSTER_ACTION
         return _fetch_denied(ctx, req)
+    if _is_metadata_fetch(req) and not ctx.controller_listener:
+        return _fetch_unknown_topic(ctx, req)
     if _is_metadata_fetch(req):
         raft = _raft_quorum(broker)
         if raft is not None and replica_id_of(req) in raft.config.voters:
@@ -90,11 +96,21 @@ async def handle_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -
 def _fetch_denied(ctx: RequestContext, req: Any) -> dict[str, Any]:
     """Kafka answers an unauthorized follower TOPIC_AUTHORIZATION_FAILED per
     partition (and a controller CLUSTER_AUTHORIZATION_FAILED for the request)."""
+    return _fetch_error(ctx, req, E.TOPIC_AUTHORIZATION_FAILED)
+
+
+def _fetch_unknown_topic(ctx: RequestContext, req: Any) -> dict[str, Any]:
+    return _fetch_error(ctx, req, E.UNKNOWN_TOPIC_ID if ctx.api_version >= 13
+                        else E.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _fetch_error(ctx: RequestContext, req: Any, error: int) -> dict[str, Any]:
+    """`error` for every partition asked for."""
     use_ids = ctx.api_version >= 13
     key_field = "topic_id" if use_ids else "topic"
     return {"error_code": 0, "session_id": 0, "responses": [
         {key_field: t.topic_id if use_ids else t.topic, "partitions": [
-            {"partition_index": p.partition, "error_code": E.TOPIC_AUTHORIZATION_FAILED,
+            {"partition_index": p.partition, "error_code": error,
              "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
              "aborted_transactions": None, "preferred_read_replica": -1, "records": b""}
             for p in t.partitions]}

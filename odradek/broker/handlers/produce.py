@@ -17,7 +17,7 @@ from ...security.resources import AclOperation as Op
 from ...security.resources import ResourceType
 from ...protocol.entities import ms
 from ...protocol.record_scan import check_records
-from ...protocol.records import InvalidRecords, validate_produce_records
+from ...protocol.records import InvalidRecords, decompression_bound, validate_produce_records
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
 from . import authz
@@ -158,8 +158,13 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                 )
                 continue
             try:  # every record decodes (Kafka's LogValidator); which have no key
-                keyless = check_records(buf, headers[0])
+                keyless = check_records(buf, headers[0], decompression_bound(
+                    headers[0].size, plog.config.max_message_bytes))
             except InvalidRecords as e:
+                if e.error_code == E.MESSAGE_TOO_LARGE and headers[0].compression:
+                    log.warning("refused a batch for %s-%d from %s (client %r): %d bytes "
+                                "with codec %d: %s", name, index, ctx.peer, ctx.client_id,
+                                headers[0].size, headers[0].compression, e.message)
                 parts.append(_partition_error(index, e.error_code, e.message))
                 continue
             if keyless and "compact" in plog.config.cleanup_policy.split(","):
