@@ -24,6 +24,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import client_config
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
 
@@ -40,6 +42,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=DEFAULT_BOOTSTRAP,
         help="host:port of a broker (default: %(default)s)",
     )
+    client_config.add_argument(parser)
     parser.add_argument(
         "--timeout",
         type=float,
@@ -101,7 +104,11 @@ def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(
-        {"bootstrap.servers": args.bootstrap_server, "socket.timeout.ms": int(args.timeout * 1000)}
+        {
+            "bootstrap.servers": args.bootstrap_server,
+            "socket.timeout.ms": int(args.timeout * 1000),
+            **client_config.librdkafka_settings(args.command_config),
+        }
     )
 
 

@@ -19,6 +19,8 @@ import argparse
 import sys
 from typing import Any
 
+from . import client_config
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs source of a topic's own override
@@ -33,6 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
                         help="host:port of a broker (default: %(default)s)")
+    client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help="seconds to wait for the broker (default: %(default)s)")
     sub = parser.add_subparsers(dest="topics_command", metavar="<action>", required=True)
@@ -71,7 +74,8 @@ def _admin(args: argparse.Namespace) -> Any:
 
     return AdminClient({"bootstrap.servers": args.bootstrap_server,
                         "socket.timeout.ms": int(args.timeout * 1000),
-                        "log_level": 4})  # librdkafka's informational lines are noise here
+                        "log_level": 4,
+                        **client_config.librdkafka_settings(args.command_config)})  # librdkafka's informational lines are noise here
 
 
 def _fail(message: str) -> int:

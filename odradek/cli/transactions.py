@@ -11,8 +11,10 @@ coordinator (FindCoordinator key type 1, DescribeTransactions); `abort`
 finds the producer whose open transaction starts at the offset
 (DescribeProducers on the partition leader) and writes an ABORT marker there
 (WriteTxnMarkers), which moves the partition's last stable offset past a
-hanging transaction. Requests go over a plain socket with kio's classes.
-Exit codes: 0 ok, 1 the broker answered with an error, 2 usage.
+hanging transaction. Requests go over a plain socket with kio's classes;
+`--command-config FILE` (Kafka client properties) adds TLS and SASL to it.
+Exit codes: 0 ok, 1 the broker answered with an error or could not be reached
+(or refused the login), 2 usage or a bad --command-config.
 """
 
 from __future__ import annotations
@@ -23,12 +25,17 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kio.serial import entity_writer
 
 from odradek.protocol import api, entities
 from odradek.protocol.guard import decode_message
+from odradek.security.sasl import SaslClientConfig
+
+from . import client_config
+from .client_config import CommandConfig
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 VERSIONS: dict[int, int] = {  # the version each request is sent in (all within odradek's ranges)
@@ -41,17 +48,61 @@ VERSIONS: dict[int, int] = {  # the version each request is sent in (all within 
 }
 
 
+class AuthenticationError(OSError):
+    """The broker refused the SASL login (or its answer did not verify)."""
+
+
 class Connection:
     """One blocking connection, one request at a time; each API in the version
-    `versions` names (other CLI commands pass their own table)."""
+    `versions` names (other CLI commands pass their own table). With a
+    `--command-config` that asks for them, the socket is TLS (the server's name
+    is the host of `address`) and the connection logs in with SaslHandshake v1
+    and SaslAuthenticate v2 before anything else, as Kafka's clients do."""
 
     def __init__(self, address: str, timeout_s: float, versions: dict[int, int] | None = None,
-                 client_id: bytes = b"odradek-transactions") -> None:
+                 client_id: bytes = b"odradek-transactions",
+                 config: CommandConfig | None = None) -> None:
         host, _, port = address.rpartition(":")
-        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s)
+        host = host.strip("[]") or "127.0.0.1"
+        self.address = address
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
         self.correlation_id = 0
         self.versions = VERSIONS if versions is None else versions
         self.client_id = client_id
+        try:
+            if config is not None and config.ssl_context is not None:
+                self.sock = config.ssl_context.wrap_socket(self.sock, server_hostname=host)
+            if config is not None and config.sasl is not None:
+                self._authenticate(config.sasl)
+        except BaseException:
+            self.sock.close()
+            raise
+
+    def _authenticate(self, sasl: SaslClientConfig) -> None:
+        hs = self._decoded(api.ApiKey.SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism})
+        if int(hs.error_code):
+            raise AuthenticationError(
+                f"{self.address} refused SASL mechanism {sasl.mechanism} "
+                f"({hs.error_code.name}); it offers {', '.join(hs.mechanisms) or 'none'}")
+        exchange = sasl.exchange()
+        token: bytes | None = next(exchange)
+        while token is not None:
+            resp = self._decoded(api.ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            if int(resp.error_code):
+                raise AuthenticationError(
+                    f"SASL {sasl.mechanism} authentication to {self.address} as "
+                    f"{sasl.username} failed: {resp.error_message or resp.error_code.name}")
+            try:
+                token = exchange.send(bytes(resp.auth_bytes))
+            except StopIteration:
+                token = None
+            except ValueError as e:  # the server's signature does not verify
+                raise AuthenticationError(f"SASL {sasl.mechanism} with {self.address}: {e}"
+                                          ) from None
+
+    def _decoded(self, key: int, version: int, data: dict[str, Any]) -> Any:
+        frame, pos = self._exchange(key, version, data)
+        return decode_message(api.response_class(key, version), frame, pos)
 
     def call(self, key: int, data: dict[str, Any]) -> Any:
         frame, pos = self.call_raw(key, data)
@@ -60,7 +111,9 @@ class Connection:
 
     def call_raw(self, key: int, data: dict[str, Any]) -> tuple[bytes, int]:
         """The response frame and where its body starts."""
-        version = self.versions[key]
+        return self._exchange(key, self.versions[key], data)
+
+    def _exchange(self, key: int, version: int, data: dict[str, Any]) -> tuple[bytes, int]:
         req_cls = api.request_class(key, version)
         body = io.BytesIO()
         entity_writer(req_cls)(body, entities.build(req_cls, data))
@@ -95,16 +148,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "transactions", help="list, describe and abort transactions",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     sub = parser.add_subparsers(dest="action", required=True)
     p = sub.add_parser("list", help="transactional ids and their states")
     p.add_argument("--state", action="append", default=[],
                    help="only these states (Empty, Ongoing, PrepareCommit, ...)")
     p.add_argument("--producer-id", type=int, action="append", default=[])
-    p.set_defaults(handler=_list)
+    p.set_defaults(handler=reporting_broker_errors("transactions", _list))
     p = sub.add_parser("describe", help="one transactional id's transaction")
     p.add_argument("--transactional-id", required=True)
-    p.set_defaults(handler=_describe)
+    p.set_defaults(handler=reporting_broker_errors("transactions", _describe))
     p = sub.add_parser("abort", help="write an ABORT marker for a hanging transaction")
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int, required=True)
@@ -112,8 +166,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--producer-id", type=int)
     p.add_argument("--producer-epoch", type=int)
     p.add_argument("--coordinator-epoch", type=int)
-    p.set_defaults(handler=_abort)
+    p.set_defaults(handler=reporting_broker_errors("transactions", _abort))
     return parser
+
+
+def reporting_broker_errors(command: str, handler: Callable[[argparse.Namespace], int]
+                            ) -> Callable[[argparse.Namespace], int]:
+    """`handler`, with a broker that cannot be reached or refuses the login reported
+    as `odradek <command>: <why>` and exit code 1 (not a traceback)."""
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return handler(args)
+        except OSError as e:  # ssl.SSLError and AuthenticationError are OSErrors
+            print(f"odradek {command}: {e}", file=sys.stderr)
+            return 1
+    return run
 
 
 def _error(message: str) -> int:
@@ -136,11 +203,11 @@ def _brokers(conn: Connection) -> list[tuple[int, str]]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout)
+    boot = Connection(args.bootstrap_server, args.timeout, config=args.command_config)
     rows = []
     try:
         for node_id, address in _brokers(boot):
-            conn = Connection(address, args.timeout)
+            conn = Connection(address, args.timeout, config=args.command_config)
             try:
                 resp = conn.call(api.ApiKey.LIST_TRANSACTIONS, {
                     "state_filters": args.state, "producer_id_filters": args.producer_id,
@@ -159,7 +226,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout)
+    boot = Connection(args.bootstrap_server, args.timeout, config=args.command_config)
     try:
         found = boot.call(api.ApiKey.FIND_COORDINATOR, {
             "key_type": 1, "coordinator_keys": [args.transactional_id]}).coordinators[0]
@@ -167,7 +234,8 @@ def _describe(args: argparse.Namespace) -> int:
         boot.close()
     if found.error_code.value:
         return _error(f"FindCoordinator: {found.error_code.name}")
-    conn = Connection(f"{found.host}:{found.port}", args.timeout)
+    conn = Connection(f"{found.host}:{found.port}", args.timeout,
+                      config=args.command_config)
     try:
         frame, pos = conn.call_raw(api.ApiKey.DESCRIBE_TRANSACTIONS,
                                    {"transactional_ids": [args.transactional_id]})
@@ -261,14 +329,14 @@ def _leader(conn: Connection, topic: str, partition: int) -> str | None:
 
 
 def _abort(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout)
+    boot = Connection(args.bootstrap_server, args.timeout, config=args.command_config)
     try:
         leader = _leader(boot, args.topic, args.partition)
     finally:
         boot.close()
     if leader is None:
         return _error(f"{args.topic}-{args.partition}: no such partition or no leader")
-    conn = Connection(leader, args.timeout)
+    conn = Connection(leader, args.timeout, config=args.command_config)
     try:
         pid, epoch, coord_epoch = args.producer_id, args.producer_epoch, args.coordinator_epoch
         if args.start_offset is not None:
