@@ -37,7 +37,7 @@ from odradek.security.resources import (
 )
 
 from . import client_config
-from .transactions import Connection
+from .connection import Connection
 
 K = api.ApiKey
 VERSIONS: dict[int, int] = {K.CREATE_ACLS: 3, K.DESCRIBE_ACLS: 3, K.DELETE_ACLS: 3}

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 from . import client_config
+from .connection import with_login_check
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -43,7 +44,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--print-key", action="store_true")
     parser.add_argument("--print-headers", action="store_true")
     parser.add_argument("--print-offset", action="store_true")
-    parser.set_defaults(handler=cmd_consume)
+    parser.set_defaults(handler=with_login_check("consume", cmd_consume))
     return parser
 
 

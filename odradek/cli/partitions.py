@@ -32,7 +32,7 @@ from typing import Any
 from odradek.protocol import api
 
 from . import client_config
-from .transactions import Connection
+from .connection import Connection
 
 VERSIONS: dict[int, int] = {
     api.ApiKey.METADATA: 12,

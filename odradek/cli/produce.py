@@ -15,6 +15,7 @@ import sys
 from typing import Any, TextIO
 
 from . import client_config
+from .connection import with_login_check
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -37,7 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         default="none")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds to wait for acknowledgements (default: %(default)s)")
-    parser.set_defaults(handler=cmd_produce)
+    parser.set_defaults(handler=with_login_check("produce", cmd_produce))
     return parser
 
 

@@ -26,7 +26,7 @@ from odradek.metadata import client_quotas as Q
 from odradek.protocol import api
 
 from . import client_config
-from .transactions import Connection, reporting_broker_errors
+from .connection import Connection, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {api.ApiKey.DESCRIBE_CLIENT_QUOTAS: 1, api.ApiKey.ALTER_CLIENT_QUOTAS: 1}
 

@@ -20,6 +20,7 @@ import sys
 from typing import Any
 
 from . import client_config
+from .connection import with_login_check
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
@@ -41,11 +42,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="topics_command", metavar="<action>", required=True)
 
     p = sub.add_parser("list", help="the topic names, one a line")
-    p.set_defaults(handler=cmd_list)
+    p.set_defaults(handler=with_login_check("topics", cmd_list))
 
     p = sub.add_parser("describe", help="partitions (leader, replicas, ISR) and overrides")
     p.add_argument("topics", nargs="*", help="topics to describe (default: all)")
-    p.set_defaults(handler=cmd_describe)
+    p.set_defaults(handler=with_login_check("topics", cmd_describe))
 
     p = sub.add_parser("create", help="create a topic")
     p.add_argument("topic")
@@ -55,17 +56,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="replicas per partition (default: default.replication.factor)")
     p.add_argument("--config", action="append", default=[], metavar="K=V",
                    help="a topic config override, e.g. retention.ms=3600000; repeatable")
-    p.set_defaults(handler=cmd_create)
+    p.set_defaults(handler=with_login_check("topics", cmd_create))
 
     p = sub.add_parser("alter-config", help="set or remove topic config overrides")
     p.add_argument("topic")
     p.add_argument("--set", action="append", default=[], metavar="K=V", dest="set_configs")
     p.add_argument("--delete", action="append", default=[], metavar="K", dest="delete_configs")
-    p.set_defaults(handler=cmd_alter_config)
+    p.set_defaults(handler=with_login_check("topics", cmd_alter_config))
 
     p = sub.add_parser("delete", help="delete topics")
     p.add_argument("topics", nargs="+")
-    p.set_defaults(handler=cmd_delete)
+    p.set_defaults(handler=with_login_check("topics", cmd_delete))
     return parser
 
 

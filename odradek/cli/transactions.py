@@ -20,24 +20,16 @@ Exit codes: 0 ok, 1 the broker answered with an error or could not be reached
 from __future__ import annotations
 
 import argparse
-import io
-import socket
 import struct
 import sys
 import time
-from collections.abc import Callable
 from typing import Any
 
-from kio.serial import entity_writer
-
-from odradek.protocol import api, entities
-from odradek.protocol.guard import decode_message
-from odradek.security.sasl import SaslClientConfig
+from odradek.protocol import api
 
 from . import client_config
-from .client_config import CommandConfig
+from .connection import Connection, reporting_broker_errors
 
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 VERSIONS: dict[int, int] = {  # the version each request is sent in (all within odradek's ranges)
     api.ApiKey.METADATA: 12,
     api.ApiKey.FIND_COORDINATOR: 4,
@@ -46,101 +38,6 @@ VERSIONS: dict[int, int] = {  # the version each request is sent in (all within 
     api.ApiKey.DESCRIBE_PRODUCERS: 0,
     api.ApiKey.WRITE_TXN_MARKERS: 1,
 }
-
-
-class AuthenticationError(OSError):
-    """The broker refused the SASL login (or its answer did not verify)."""
-
-
-class Connection:
-    """One blocking connection, one request at a time; each API in the version
-    `versions` names (other CLI commands pass their own table). With a
-    `--command-config` that asks for them, the socket is TLS (the server's name
-    is the host of `address`) and the connection logs in with SaslHandshake v1
-    and SaslAuthenticate v2 before anything else, as Kafka's clients do."""
-
-    def __init__(self, address: str, timeout_s: float, versions: dict[int, int] | None = None,
-                 client_id: bytes = b"odradek-transactions",
-                 config: CommandConfig | None = None) -> None:
-        host, _, port = address.rpartition(":")
-        host = host.strip("[]") or "127.0.0.1"
-        self.address = address
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
-        self.correlation_id = 0
-        self.versions = VERSIONS if versions is None else versions
-        self.client_id = client_id
-        try:
-            if config is not None and config.ssl_context is not None:
-                self.sock = config.ssl_context.wrap_socket(self.sock, server_hostname=host)
-            if config is not None and config.sasl is not None:
-                self._authenticate(config.sasl)
-        except BaseException:
-            self.sock.close()
-            raise
-
-    def _authenticate(self, sasl: SaslClientConfig) -> None:
-        hs = self._decoded(api.ApiKey.SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism})
-        if int(hs.error_code):
-            raise AuthenticationError(
-                f"{self.address} refused SASL mechanism {sasl.mechanism} "
-                f"({hs.error_code.name}); it offers {', '.join(hs.mechanisms) or 'none'}")
-        exchange = sasl.exchange()
-        token: bytes | None = next(exchange)
-        while token is not None:
-            resp = self._decoded(api.ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
-            if int(resp.error_code):
-                raise AuthenticationError(
-                    f"SASL {sasl.mechanism} authentication to {self.address} as "
-                    f"{sasl.username} failed: {resp.error_message or resp.error_code.name}")
-            try:
-                token = exchange.send(bytes(resp.auth_bytes))
-            except StopIteration:
-                token = None
-            except ValueError as e:  # the server's signature does not verify
-                raise AuthenticationError(f"SASL {sasl.mechanism} with {self.address}: {e}"
-                                          ) from None
-
-    def _decoded(self, key: int, version: int, data: dict[str, Any]) -> Any:
-        frame, pos = self._exchange(key, version, data)
-        return decode_message(api.response_class(key, version), frame, pos)
-
-    def call(self, key: int, data: dict[str, Any]) -> Any:
-        frame, pos = self.call_raw(key, data)
-        resp = decode_message(api.response_class(key, self.versions[key]), frame, pos)
-        return resp
-
-    def call_raw(self, key: int, data: dict[str, Any]) -> tuple[bytes, int]:
-        """The response frame and where its body starts."""
-        return self._exchange(key, self.versions[key], data)
-
-    def _exchange(self, key: int, version: int, data: dict[str, Any]) -> tuple[bytes, int]:
-        req_cls = api.request_class(key, version)
-        body = io.BytesIO()
-        entity_writer(req_cls)(body, entities.build(req_cls, data))
-        self.correlation_id += 1
-        client_id = self.client_id
-        header = struct.pack(">hhih", key, version, self.correlation_id, len(client_id)) + client_id
-        if api.request_header_version(key, version) >= 2:
-            header += b"\x00"
-        payload = header + body.getvalue()
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", self._read(4))
-        if size < 4 or size > MAX_RESPONSE_BYTES:
-            raise OSError(f"bad response size {size}")
-        frame = self._read(size)
-        return frame, 4 + (1 if api.response_header_version(key, version) >= 1 else 0)
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise OSError("connection closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -170,17 +67,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return parser
 
 
-def reporting_broker_errors(command: str, handler: Callable[[argparse.Namespace], int]
-                            ) -> Callable[[argparse.Namespace], int]:
-    """`handler`, with a broker that cannot be reached or refuses the login reported
-    as `odradek <command>: <why>` and exit code 1 (not a traceback)."""
-    def run(args: argparse.Namespace) -> int:
-        try:
-            return handler(args)
-        except OSError as e:  # ssl.SSLError and AuthenticationError are OSErrors
-            print(f"odradek {command}: {e}", file=sys.stderr)
-            return 1
-    return run
+def _connect(args: argparse.Namespace, address: str) -> Connection:
+    return Connection(address, args.timeout, VERSIONS, b"odradek-transactions",
+                      args.command_config)
 
 
 def _error(message: str) -> int:
@@ -203,11 +92,11 @@ def _brokers(conn: Connection) -> list[tuple[int, str]]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout, config=args.command_config)
+    boot = _connect(args, args.bootstrap_server)
     rows = []
     try:
         for node_id, address in _brokers(boot):
-            conn = Connection(address, args.timeout, config=args.command_config)
+            conn = _connect(args, address)
             try:
                 resp = conn.call(api.ApiKey.LIST_TRANSACTIONS, {
                     "state_filters": args.state, "producer_id_filters": args.producer_id,
@@ -226,7 +115,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout, config=args.command_config)
+    boot = _connect(args, args.bootstrap_server)
     try:
         found = boot.call(api.ApiKey.FIND_COORDINATOR, {
             "key_type": 1, "coordinator_keys": [args.transactional_id]}).coordinators[0]
@@ -234,8 +123,7 @@ def _describe(args: argparse.Namespace) -> int:
         boot.close()
     if found.error_code.value:
         return _error(f"FindCoordinator: {found.error_code.name}")
-    conn = Connection(f"{found.host}:{found.port}", args.timeout,
-                      config=args.command_config)
+    conn = _connect(args, f"{found.host}:{found.port}")
     try:
         frame, pos = conn.call_raw(api.ApiKey.DESCRIBE_TRANSACTIONS,
                                    {"transactional_ids": [args.transactional_id]})
@@ -329,14 +217,14 @@ def _leader(conn: Connection, topic: str, partition: int) -> str | None:
 
 
 def _abort(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout, config=args.command_config)
+    boot = _connect(args, args.bootstrap_server)
     try:
         leader = _leader(boot, args.topic, args.partition)
     finally:
         boot.close()
     if leader is None:
         return _error(f"{args.topic}-{args.partition}: no such partition or no leader")
-    conn = Connection(leader, args.timeout, config=args.command_config)
+    conn = _connect(args, leader)
     try:
         pid, epoch, coord_epoch = args.producer_id, args.producer_epoch, args.coordinator_epoch
         if args.start_offset is not None:

@@ -32,6 +32,7 @@ from typing import Any
 from odradek.security import scram
 
 from . import client_config
+from .connection import with_login_check
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
@@ -219,5 +220,5 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--mechanism", action="append", choices=list(scram.MECHANISMS),
                    help="only this mechanism; repeatable (default: every one the user has)")
     p.set_defaults(users_handler=cmd_delete)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=with_login_check("users", run))
     return parser
