@@ -127,18 +127,21 @@ class Connection:
 
 
 def check_login(bootstrap_servers: str, config: CommandConfig | None, timeout_s: float) -> None:
-    """Connect to the first bootstrap server and log in as `config` says; raises an
-    OSError saying why not (AuthenticationError: the broker's message). Nothing to check
-    without SASL or TLS."""
+    """Log in, as `config` says, to the first bootstrap server that answers; raises an
+    OSError saying why not (AuthenticationError: the broker's message, at once).
+    Nothing to check without SASL or TLS."""
     if config is None or (config.sasl is None and config.ssl_context is None):
         return
-    address = bootstrap_servers.split(",")[0].strip()
-    try:
-        Connection(address, timeout_s, {}, config=config).close()
-    except AuthenticationError:
-        raise
-    except OSError as e:  # refused, timed out, TLS handshake (ssl.SSLError)
-        raise OSError(f"cannot connect to {address}: {e}") from None
+    failure = OSError(f"no bootstrap server in {bootstrap_servers!r}")
+    for address in filter(None, (a.strip() for a in bootstrap_servers.split(","))):
+        try:
+            Connection(address, timeout_s, {}, config=config).close()
+            return
+        except AuthenticationError:
+            raise
+        except OSError as e:  # refused, timed out, TLS handshake (ssl.SSLError)
+            failure = OSError(f"cannot connect to {address}: {e}")
+    raise failure
 
 
 def with_login_check(command: str, handler: Callable[[argparse.Namespace], int]
