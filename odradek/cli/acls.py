@@ -36,7 +36,8 @@ from odradek.security.resources import (
     ResourceType,
 )
 
-from .transactions import Connection
+from . import client_config
+from .connection import Connection
 
 K = api.ApiKey
 VERSIONS: dict[int, int] = {K.CREATE_ACLS: 3, K.DESCRIBE_ACLS: 3, K.DELETE_ACLS: 3}
@@ -65,6 +66,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "acls", help="add, list and remove ACLs (kafka-acls.sh's flags)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", action="store_true", help="add ACLs")
@@ -178,7 +180,8 @@ def _print_acls(verb: str, res: Resource, entries: list[Entry]) -> None:
 
 
 def _connect(args: argparse.Namespace) -> Connection:
-    return Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-acls")
+    return Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-acls",
+                      args.command_config)
 
 
 def _describe(conn: Connection, res: Resource | None,

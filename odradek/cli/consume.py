@@ -16,6 +16,9 @@ import sys
 import time
 from typing import Any
 
+from . import client_config
+from .connection import with_login_check
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
@@ -26,6 +29,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("topic")
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
                         help="host:port of a broker (default: %(default)s)")
+    client_config.add_argument(parser)
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true",
                        help="start at the earliest offset (default: the end)")
@@ -40,7 +44,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--print-key", action="store_true")
     parser.add_argument("--print-headers", action="store_true")
     parser.add_argument("--print-offset", action="store_true")
-    parser.set_defaults(handler=cmd_consume)
+    parser.set_defaults(handler=with_login_check("consume", cmd_consume))
     return parser
 
 
@@ -61,6 +65,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         "auto.offset.reset": "earliest" if args.from_beginning else "latest",
         "isolation.level": args.isolation_level,
         "enable.partition.eof": False,
+        **client_config.librdkafka_settings(args.command_config),
     }
     consumer = Consumer(conf)
     try:

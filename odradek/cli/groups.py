@@ -24,6 +24,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from . import client_config
+from .connection import with_login_check
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
 
@@ -40,6 +43,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=DEFAULT_BOOTSTRAP,
         help="host:port of a broker (default: %(default)s)",
     )
+    client_config.add_argument(parser)
     parser.add_argument(
         "--timeout",
         type=float,
@@ -55,14 +59,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         default=[],
         help="only groups in this state (Stable, Empty, ...); repeatable",
     )
-    p.set_defaults(handler=cmd_list)
+    p.set_defaults(handler=with_login_check("groups", cmd_list))
 
     p = sub.add_parser("describe", help="offsets, log end offsets, lag and members of a group")
     p.add_argument("group")
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--members", action="store_true", help="list the members instead")
     mode.add_argument("--state", action="store_true", help="show the group's state only")
-    p.set_defaults(handler=cmd_describe)
+    p.set_defaults(handler=with_login_check("groups", cmd_describe))
 
     p = sub.add_parser("reset-offsets", help="set a group's committed offsets")
     p.add_argument("group")
@@ -86,11 +90,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     run = p.add_mutually_exclusive_group()
     run.add_argument("--dry-run", action="store_true", help="only show (the default)")
     run.add_argument("--execute", action="store_true", help="apply the new offsets")
-    p.set_defaults(handler=cmd_reset)
+    p.set_defaults(handler=with_login_check("groups", cmd_reset))
 
     p = sub.add_parser("delete", help="delete empty groups and their offsets")
     p.add_argument("groups", nargs="+")
-    p.set_defaults(handler=cmd_delete)
+    p.set_defaults(handler=with_login_check("groups", cmd_delete))
     return parser
 
 
@@ -101,7 +105,11 @@ def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
     return AdminClient(
-        {"bootstrap.servers": args.bootstrap_server, "socket.timeout.ms": int(args.timeout * 1000)}
+        {
+            "bootstrap.servers": args.bootstrap_server,
+            "socket.timeout.ms": int(args.timeout * 1000),
+            **client_config.librdkafka_settings(args.command_config),
+        }
     )
 
 

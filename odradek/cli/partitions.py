@@ -31,7 +31,8 @@ from typing import Any
 
 from odradek.protocol import api
 
-from .transactions import Connection
+from . import client_config
+from .connection import Connection
 
 VERSIONS: dict[int, int] = {
     api.ApiKey.METADATA: 12,
@@ -66,6 +67,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="action", required=True)
     p = sub.add_parser("reassign", help="execute, verify or cancel a reassignment")
     p.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    client_config.add_argument(p)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     p.add_argument("--reassignment-json-file", required=True)
     p.add_argument(
@@ -265,7 +267,8 @@ def _reassign(args: argparse.Namespace) -> int:
     except (OSError, UsageError) as e:
         return _error(str(e), 2)
     try:
-        conn = Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-partitions")
+        conn = Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-partitions",
+                          args.command_config)
     except OSError as e:
         return _error(f"cannot connect to {args.bootstrap_server}: {e}")
     try:

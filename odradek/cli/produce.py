@@ -14,6 +14,9 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from . import client_config
+from .connection import with_login_check
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
@@ -24,6 +27,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("topic")
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
                         help="host:port of a broker (default: %(default)s)")
+    client_config.add_argument(parser)
     parser.add_argument("--key-separator", default=None,
                         help="split each line into KEY<sep>VALUE at the first separator")
     parser.add_argument("--header", action="append", default=[], metavar="K=V",
@@ -34,7 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         default="none")
     parser.add_argument("--timeout", type=float, default=30.0,
                         help="seconds to wait for acknowledgements (default: %(default)s)")
-    parser.set_defaults(handler=cmd_produce)
+    parser.set_defaults(handler=with_login_check("produce", cmd_produce))
     return parser
 
 
@@ -52,6 +56,7 @@ def cmd_produce(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
         "bootstrap.servers": args.bootstrap_server, "acks": args.acks,
         "compression.type": args.compression, "linger.ms": 5,
         "message.timeout.ms": int(args.timeout * 1000),
+        **client_config.librdkafka_settings(args.command_config),
     })
     failures: list[str] = []
     sent = 0

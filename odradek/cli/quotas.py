@@ -25,7 +25,8 @@ from typing import Any
 from odradek.metadata import client_quotas as Q
 from odradek.protocol import api
 
-from .transactions import Connection
+from . import client_config
+from .connection import Connection, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {api.ApiKey.DESCRIBE_CLIENT_QUOTAS: 1, api.ApiKey.ALTER_CLIENT_QUOTAS: 1}
 
@@ -35,6 +36,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "quotas", help="describe and alter client quotas (users, client ids, ips)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     sub = parser.add_subparsers(dest="action", required=True)
     for name, help_text in (("describe", "list quotas"), ("alter", "set or delete quotas")):
@@ -49,13 +51,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         if name == "describe":
             p.add_argument("--strict", action="store_true",
                            help="only entities of exactly these types")
-            p.set_defaults(handler=_describe)
+            p.set_defaults(handler=reporting_broker_errors("quotas", _describe))
         else:
             p.add_argument("--add-config", default="",
                            help="key=value[,key=value...] to set")
             p.add_argument("--delete-config", default="", help="key[,key...] to remove")
             p.add_argument("--validate-only", action="store_true")
-            p.set_defaults(handler=_alter)
+            p.set_defaults(handler=reporting_broker_errors("quotas", _alter))
     return parser
 
 
@@ -129,7 +131,8 @@ def _number(v: float) -> str:
 
 
 def _ask(args: argparse.Namespace, components: list[dict[str, Any]], strict: bool) -> Any:
-    conn = Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-quotas")
+    conn = Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-quotas",
+                      args.command_config)
     try:
         resp = conn.call(api.ApiKey.DESCRIBE_CLIENT_QUOTAS,
                          {"components": components, "strict": strict})
@@ -153,7 +156,8 @@ def _alter(args: argparse.Namespace) -> int:
         return _fail(str(e), 2)
     ops = [{"key": k, "value": v, "remove": False} for k, v in adds]
     ops += [{"key": k, "value": 0.0, "remove": True} for k in deletes]
-    conn = Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-quotas")
+    conn = Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-quotas",
+                      args.command_config)
     try:
         resp = conn.call(api.ApiKey.ALTER_CLIENT_QUOTAS, {
             "entries": [{"entity": [{"entity_type": t, "entity_name": n} for t, n in parts],

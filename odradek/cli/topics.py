@@ -19,6 +19,9 @@ import argparse
 import sys
 from typing import Any
 
+from . import client_config
+from .connection import with_login_check
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs source of a topic's own override
@@ -33,16 +36,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
                         help="host:port of a broker (default: %(default)s)")
+    client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help="seconds to wait for the broker (default: %(default)s)")
     sub = parser.add_subparsers(dest="topics_command", metavar="<action>", required=True)
 
     p = sub.add_parser("list", help="the topic names, one a line")
-    p.set_defaults(handler=cmd_list)
+    p.set_defaults(handler=with_login_check("topics", cmd_list))
 
     p = sub.add_parser("describe", help="partitions (leader, replicas, ISR) and overrides")
     p.add_argument("topics", nargs="*", help="topics to describe (default: all)")
-    p.set_defaults(handler=cmd_describe)
+    p.set_defaults(handler=with_login_check("topics", cmd_describe))
 
     p = sub.add_parser("create", help="create a topic")
     p.add_argument("topic")
@@ -52,17 +56,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    help="replicas per partition (default: default.replication.factor)")
     p.add_argument("--config", action="append", default=[], metavar="K=V",
                    help="a topic config override, e.g. retention.ms=3600000; repeatable")
-    p.set_defaults(handler=cmd_create)
+    p.set_defaults(handler=with_login_check("topics", cmd_create))
 
     p = sub.add_parser("alter-config", help="set or remove topic config overrides")
     p.add_argument("topic")
     p.add_argument("--set", action="append", default=[], metavar="K=V", dest="set_configs")
     p.add_argument("--delete", action="append", default=[], metavar="K", dest="delete_configs")
-    p.set_defaults(handler=cmd_alter_config)
+    p.set_defaults(handler=with_login_check("topics", cmd_alter_config))
 
     p = sub.add_parser("delete", help="delete topics")
     p.add_argument("topics", nargs="+")
-    p.set_defaults(handler=cmd_delete)
+    p.set_defaults(handler=with_login_check("topics", cmd_delete))
     return parser
 
 
@@ -71,7 +75,8 @@ def _admin(args: argparse.Namespace) -> Any:
 
     return AdminClient({"bootstrap.servers": args.bootstrap_server,
                         "socket.timeout.ms": int(args.timeout * 1000),
-                        "log_level": 4})  # librdkafka's informational lines are noise here
+                        "log_level": 4,
+                        **client_config.librdkafka_settings(args.command_config)})  # librdkafka's informational lines are noise here
 
 
 def _fail(message: str) -> int:

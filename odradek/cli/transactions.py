@@ -11,26 +11,25 @@ coordinator (FindCoordinator key type 1, DescribeTransactions); `abort`
 finds the producer whose open transaction starts at the offset
 (DescribeProducers on the partition leader) and writes an ABORT marker there
 (WriteTxnMarkers), which moves the partition's last stable offset past a
-hanging transaction. Requests go over a plain socket with kio's classes.
-Exit codes: 0 ok, 1 the broker answered with an error, 2 usage.
+hanging transaction. Requests go over a plain socket with kio's classes;
+`--command-config FILE` (Kafka client properties) adds TLS and SASL to it.
+Exit codes: 0 ok, 1 the broker answered with an error or could not be reached
+(or refused the login), 2 usage or a bad --command-config.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
-import socket
 import struct
 import sys
 import time
 from typing import Any
 
-from kio.serial import entity_writer
+from odradek.protocol import api
 
-from odradek.protocol import api, entities
-from odradek.protocol.guard import decode_message
+from . import client_config
+from .connection import Connection, reporting_broker_errors
 
-MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 VERSIONS: dict[int, int] = {  # the version each request is sent in (all within odradek's ranges)
     api.ApiKey.METADATA: 12,
     api.ApiKey.FIND_COORDINATOR: 4,
@@ -41,70 +40,22 @@ VERSIONS: dict[int, int] = {  # the version each request is sent in (all within 
 }
 
 
-class Connection:
-    """One blocking connection, one request at a time; each API in the version
-    `versions` names (other CLI commands pass their own table)."""
-
-    def __init__(self, address: str, timeout_s: float, versions: dict[int, int] | None = None,
-                 client_id: bytes = b"odradek-transactions") -> None:
-        host, _, port = address.rpartition(":")
-        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout_s)
-        self.correlation_id = 0
-        self.versions = VERSIONS if versions is None else versions
-        self.client_id = client_id
-
-    def call(self, key: int, data: dict[str, Any]) -> Any:
-        frame, pos = self.call_raw(key, data)
-        resp = decode_message(api.response_class(key, self.versions[key]), frame, pos)
-        return resp
-
-    def call_raw(self, key: int, data: dict[str, Any]) -> tuple[bytes, int]:
-        """The response frame and where its body starts."""
-        version = self.versions[key]
-        req_cls = api.request_class(key, version)
-        body = io.BytesIO()
-        entity_writer(req_cls)(body, entities.build(req_cls, data))
-        self.correlation_id += 1
-        client_id = self.client_id
-        header = struct.pack(">hhih", key, version, self.correlation_id, len(client_id)) + client_id
-        if api.request_header_version(key, version) >= 2:
-            header += b"\x00"
-        payload = header + body.getvalue()
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        (size,) = struct.unpack(">i", self._read(4))
-        if size < 4 or size > MAX_RESPONSE_BYTES:
-            raise OSError(f"bad response size {size}")
-        frame = self._read(size)
-        return frame, 4 + (1 if api.response_header_version(key, version) >= 1 else 0)
-
-    def _read(self, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = self.sock.recv(n - len(buf))
-            if not chunk:
-                raise OSError("connection closed by the broker")
-            buf += chunk
-        return bytes(buf)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "transactions", help="list, describe and abort transactions",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     sub = parser.add_subparsers(dest="action", required=True)
     p = sub.add_parser("list", help="transactional ids and their states")
     p.add_argument("--state", action="append", default=[],
                    help="only these states (Empty, Ongoing, PrepareCommit, ...)")
     p.add_argument("--producer-id", type=int, action="append", default=[])
-    p.set_defaults(handler=_list)
+    p.set_defaults(handler=reporting_broker_errors("transactions", _list))
     p = sub.add_parser("describe", help="one transactional id's transaction")
     p.add_argument("--transactional-id", required=True)
-    p.set_defaults(handler=_describe)
+    p.set_defaults(handler=reporting_broker_errors("transactions", _describe))
     p = sub.add_parser("abort", help="write an ABORT marker for a hanging transaction")
     p.add_argument("--topic", required=True)
     p.add_argument("--partition", type=int, required=True)
@@ -112,8 +63,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--producer-id", type=int)
     p.add_argument("--producer-epoch", type=int)
     p.add_argument("--coordinator-epoch", type=int)
-    p.set_defaults(handler=_abort)
+    p.set_defaults(handler=reporting_broker_errors("transactions", _abort))
     return parser
+
+
+def _connect(args: argparse.Namespace, address: str) -> Connection:
+    return Connection(address, args.timeout, VERSIONS, b"odradek-transactions",
+                      args.command_config)
 
 
 def _error(message: str) -> int:
@@ -136,11 +92,11 @@ def _brokers(conn: Connection) -> list[tuple[int, str]]:
 
 
 def _list(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout)
+    boot = _connect(args, args.bootstrap_server)
     rows = []
     try:
         for node_id, address in _brokers(boot):
-            conn = Connection(address, args.timeout)
+            conn = _connect(args, address)
             try:
                 resp = conn.call(api.ApiKey.LIST_TRANSACTIONS, {
                     "state_filters": args.state, "producer_id_filters": args.producer_id,
@@ -159,7 +115,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout)
+    boot = _connect(args, args.bootstrap_server)
     try:
         found = boot.call(api.ApiKey.FIND_COORDINATOR, {
             "key_type": 1, "coordinator_keys": [args.transactional_id]}).coordinators[0]
@@ -167,7 +123,7 @@ def _describe(args: argparse.Namespace) -> int:
         boot.close()
     if found.error_code.value:
         return _error(f"FindCoordinator: {found.error_code.name}")
-    conn = Connection(f"{found.host}:{found.port}", args.timeout)
+    conn = _connect(args, f"{found.host}:{found.port}")
     try:
         frame, pos = conn.call_raw(api.ApiKey.DESCRIBE_TRANSACTIONS,
                                    {"transactional_ids": [args.transactional_id]})
@@ -261,14 +217,14 @@ def _leader(conn: Connection, topic: str, partition: int) -> str | None:
 
 
 def _abort(args: argparse.Namespace) -> int:
-    boot = Connection(args.bootstrap_server, args.timeout)
+    boot = _connect(args, args.bootstrap_server)
     try:
         leader = _leader(boot, args.topic, args.partition)
     finally:
         boot.close()
     if leader is None:
         return _error(f"{args.topic}-{args.partition}: no such partition or no leader")
-    conn = Connection(leader, args.timeout)
+    conn = _connect(args, leader)
     try:
         pid, epoch, coord_epoch = args.producer_id, args.producer_epoch, args.coordinator_epoch
         if args.start_offset is not None:

@@ -15,7 +15,7 @@ never secrets.
 Like every odradek client command: `--bootstrap-server` and `--command-config
 FILE`, a properties file with the client's own settings as Kafka's tools take
 them (security.protocol, sasl.mechanism, sasl.jaas.config with username and
-password, or librdkafka's sasl.username/sasl.password).
+password, ssl.truststore.* and ssl.keystore.*; see odradek/cli/client_config.py).
 
 Exit status: 0 on success, 1 when the broker refused something, 2 for bad
 arguments.
@@ -27,12 +27,12 @@ import argparse
 import os
 import re
 import sys
-from pathlib import Path
 from typing import Any
 
-from odradek.config import parse_properties
 from odradek.security import scram
-from odradek.security.jaas import JaasError, parse_jaas_config
+
+from . import client_config
+from .connection import with_login_check
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
@@ -104,29 +104,6 @@ def salted_upsertion(mechanism: str, options: dict[str, str]
     return iterations, salt, scram.salted_password(mechanism, password, salt, iterations)
 
 
-def command_config(path: str | None) -> dict[str, str]:
-    """librdkafka settings from a Kafka tool's --command-config properties file."""
-    if path is None:
-        return {}
-    props = parse_properties(Path(path).read_text(encoding="utf-8"))
-    out: dict[str, str] = {}
-    for key, value in props.items():
-        if key == "sasl.jaas.config":
-            try:
-                options = parse_jaas_config(value).options
-            except JaasError as e:
-                raise ScramSpecError(f"{path}: sasl.jaas.config: {e}") from None
-            if "username" in options:
-                out["sasl.username"] = options["username"]
-            if "password" in options:
-                out["sasl.password"] = options["password"]
-        elif key == "sasl.mechanism":
-            out["sasl.mechanisms"] = value
-        else:
-            out[key] = value
-    return out
-
-
 def _kafka_error() -> type[Exception]:
     from confluent_kafka import KafkaException  # imported late: keeps --help fast
 
@@ -137,7 +114,7 @@ def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient  # imported late: keeps --help fast
 
     return AdminClient({"bootstrap.servers": args.bootstrap_server,
-                        **command_config(args.command_config)})
+                        **client_config.librdkafka_settings(args.command_config)})
 
 
 def _mechanism_enum(name: str) -> Any:
@@ -226,9 +203,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
                         help="host:port of a broker (default: %(default)s)")
-    parser.add_argument("--command-config", metavar="FILE",
-                        help="client properties (security.protocol, sasl.mechanism, "
-                             "sasl.jaas.config)")
+    client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help="seconds to wait for the broker (default: %(default)s)")
     sub = parser.add_subparsers(dest="users_command", metavar="<action>", required=True)
@@ -245,5 +220,5 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--mechanism", action="append", choices=list(scram.MECHANISMS),
                    help="only this mechanism; repeatable (default: every one the user has)")
     p.set_defaults(users_handler=cmd_delete)
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=with_login_check("users", run))
     return parser

@@ -330,6 +330,22 @@ def _pkcs12_keystore_pem(data: bytes, s: SslSettings) -> bytes:
 
 
 def _load_truststore(ctx: ssl.SSLContext, s: SslSettings, server_side: bool) -> None:
+    pem = trusted_certificates_pem(s)
+    if pem is None:
+        # the system's CAs, as the JVM's default trust store would be
+        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH if server_side is False
+                               else ssl.Purpose.CLIENT_AUTH)
+        return
+    key = s.key_name("ssl.truststore.certificates"
+                     if s.get("ssl.truststore.certificates") is not None
+                     else "ssl.truststore.location")
+    _load_cadata(ctx, pem, key)
+
+
+def trusted_certificates_pem(s: SslSettings) -> str | None:
+    """The trust store's CA certificates as PEM text (from the inline value, a PEM file
+    or a PKCS12 store), or None when none is configured (the system's CAs apply). The
+    CLI hands the same text to librdkafka (`ssl.ca.pem`)."""
     kind = str(s.get("ssl.truststore.type")).upper()
     type_key = s.key_name("ssl.truststore.type")
     inline = s.get("ssl.truststore.certificates")
@@ -339,24 +355,18 @@ def _load_truststore(ctx: ssl.SSLContext, s: SslSettings, server_side: bool) -> 
             raise ConfigError(type_key, "inline ssl.truststore.certificates need "
                               "ssl.truststore.type=PEM", kind)
         key = s.key_name("ssl.truststore.certificates")
-        _load_cadata(ctx, _normalize_pem(_reveal(inline) or "", key, "CERTIFICATE"), key)
-        return
+        return _normalize_pem(_reveal(inline) or "", key, "CERTIFICATE")
     if location is None:
-        # the system's CAs, as the JVM's default trust store would be
-        ctx.load_default_certs(ssl.Purpose.SERVER_AUTH if server_side is False
-                               else ssl.Purpose.CLIENT_AUTH)
-        return
+        return None
     key = s.key_name("ssl.truststore.location")
     data = _read(location, key)
     if kind == "PEM":
-        _load_cadata(ctx, _normalize_pem(data.decode("ascii", errors="replace"), key,
-                                         "CERTIFICATE"), key)
-    elif kind == "PKCS12":
-        _load_cadata(ctx, _pkcs12_truststore_pem(data, s), key)
-    elif kind == "JKS":
+        return _normalize_pem(data.decode("ascii", errors="replace"), key, "CERTIFICATE")
+    if kind == "PKCS12":
+        return _pkcs12_truststore_pem(data, s)
+    if kind == "JKS":
         raise ConfigError(type_key, _JKS_HINT, kind)
-    else:
-        raise ConfigError(type_key, "expected PEM or PKCS12", kind)
+    raise ConfigError(type_key, "expected PEM or PKCS12", kind)
 
 
 def _pkcs12_truststore_pem(data: bytes, s: SslSettings) -> str:

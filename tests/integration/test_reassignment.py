@@ -32,10 +32,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.replication.quota import BURST_S
-from odradek.cli.transactions import Connection
+from odradek.cli.connection import Connection
 from odradek.protocol.api import ApiKey
 from odradek.protocol.records import decode_batch_records, iter_batch_headers
+from odradek.replication.quota import BURST_S
 from tests.integration.clients import ck_consume, wait_until
 from tests.integration.cluster_proc import ClusterProcesses
 
