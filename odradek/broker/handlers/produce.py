@@ -206,7 +206,7 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                 parts.append(_partition_error(index, E.KAFKA_STORAGE_ERROR, str(e)))
                 continue
             # The high watermark: the smallest log end offset over the ISR
-            # (with the leader alone in it, its own) (broker/replication.py).
+            # (with the leader alone in it, its own) (replication/leader_replication.py).
             broker.replication.on_leader_append(part)
             rm.purgatory.notify((name, index))
             answer = {
