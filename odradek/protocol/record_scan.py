@@ -60,7 +60,7 @@ def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
             raise InvalidRecords(CORRUPT_MESSAGE, "varint longer than 10 bytes in record")
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def _uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
     """An unsigned varint at ``pos`` -> (raw value, next position): the zigzag value
     is ``(raw >> 1) ^ -(raw & 1)``, so an even raw value is ``raw >> 1`` and 1 is -1."""
     result = 0
@@ -291,7 +291,7 @@ def check_records(
     return keyless
 
 
-def _check_headers(buf: bytes, pos: int, end: int, left: int) -> int:
+def _check_headers(buf: bytes | bytearray, pos: int, end: int, left: int) -> int:
     """Past a record's headers (count varint at ``pos``, ``left`` bytes of the record
     from there): non-null UTF-8 keys, every field inside the record."""
     varint = _varint
