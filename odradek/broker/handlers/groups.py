@@ -31,8 +31,8 @@ from ...protocol import errors as E
 from ...security.resources import AclOperation as Op
 from ...security.resources import ResourceType
 from ..context import RequestContext
-from . import authz
 from ..services import GroupServices
+from . import authz
 from .metadata import brokers_for
 
 KEY_TYPE_GROUP = 0

@@ -13,16 +13,16 @@ import time
 from typing import Any
 
 from ...protocol import errors as E
-from ...security.resources import AclOperation as Op
-from ...security.resources import ResourceType
 from ...protocol.entities import ms
 from ...protocol.record_scan import check_records
 from ...protocol.records import InvalidRecords, decompression_bound, validate_produce_records
+from ...security.resources import AclOperation as Op
+from ...security.resources import ResourceType
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
-from . import authz
 from ..producer_checks import check_producer_batch
 from ..services import ProduceServices
+from . import authz
 
 log = logging.getLogger(__name__)
 
