@@ -3,10 +3,11 @@
 Theory of operation. `BrokerConfig.load(path, overrides)` reads a Java .properties file
 (`parse_properties`), applies `--override key=value` pairs on top, and checks every key
 against BROKER_CONFIGS, the table of broker keys odradek models (Kafka's name, type,
-default, validator, doc; it lives in odradek/broker_config_defs.py). The result is an immutable object with typed attributes for
-the keys the broker uses (`config.num_partitions`, `config.log_dirs`, ...), a generic
-`get(key)`, `items()` for DescribeConfigs, and `log_config()`, the broker-wide defaults
-mapped onto the topic-level LogConfig.
+default, validator, doc; it lives in odradek/broker_config_defs.py). The result is an
+immutable object with typed attributes for the keys the broker uses
+(`config.num_partitions`, `config.log_dirs`, ...), a generic `get(key)`, `items()` for
+DescribeConfigs, and `log_config()`, the broker-wide defaults mapped onto the
+topic-level LogConfig.
 
 Rules for keys, because a broker that starts with a typo in its config is worse than one
 that refuses to start:
@@ -20,6 +21,11 @@ that refuses to start:
   server.properties would otherwise start a broker with an unintended cluster layout;
 - anything else is an unknown key and a ConfigError naming it.
 
+Where the code lives: the key table in broker_config_defs.py (definitions), the text
+formats in properties.py (.properties files, --override pairs) and endpoints.py
+(listeners, protocol map, quorum voters, per-IP connection overrides), and here the
+loading, validation and typed access (BrokerConfig).
+
 Where odradek's defaults differ from Kafka's (so that `odradek server` with no config
 starts a working single node), the table says so in DIFFERENCES_FROM_KAFKA.
 Precedence as in Kafka: `log.roll.ms` over `log.roll.hours`, `log.roll.jitter.ms` over
@@ -30,17 +36,15 @@ over `log.dir`; `node.id` and `broker.id` are one setting under two names.
 from __future__ import annotations
 
 import errno
-import ipaddress
 import logging
 import os
-import re
 import socket
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any
 
 from odradek.broker_config_defs import (
     BROKER_CONFIGS,
@@ -48,12 +52,23 @@ from odradek.broker_config_defs import (
     IGNORED_KAFKA_CONFIGS,
     LISTENER_OVERRIDE_PREFIX,
     REJECTED_KAFKA_CONFIGS,
-    SECURITY_PROTOCOLS,
 )
 from odradek.configdef import ConfigError, closest, format_value
+from odradek.endpoints import (
+    Endpoint,
+    QuorumVoter,
+    normalize_address,
+    parse_connections_per_ip_overrides,
+    parse_endpoints,
+    parse_host_port,
+    parse_protocol_map,
+)
+from odradek.properties import parse_overrides, parse_properties
 from odradek.storage.log_config import LogConfig
 from odradek.topic_config_defs import TOPIC_CONFIGS
 
+# Endpoint, QuorumVoter, normalize_address, parse_overrides and parse_properties are
+# re-exported: callers import them from here.
 __all__ = [
     "BROKER_CONFIGS",
     "DIFFERENCES_FROM_KAFKA",
@@ -62,186 +77,12 @@ __all__ = [
     "ConfigError",
     "Endpoint",
     "QuorumVoter",
+    "normalize_address",
+    "parse_overrides",
     "parse_properties",
 ]
 
 log = logging.getLogger(__name__)
-
-# ----------------------------------------------------------------------------------------
-# Java .properties
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java .properties text the way java.util.Properties.load does.
-
-    Kafka reads server.properties with Properties.load, so odradek accepts the same
-    syntax: `#`/`!` comment lines, `key=value`, `key: value` or `key value`, logical lines
-    continued by an odd number of trailing backslashes (the next line's leading blanks
-    dropped), and escapes (\\t \\n \\r \\f \\uXXXX, backslash before any other character
-    keeps that character). Later keys win. Unlike Java (ISO-8859-1), callers decode files
-    as UTF-8.
-    """
-    result: dict[str, str] = {}
-    for logical in _logical_lines(text):
-        key, value = _split_key_value(logical)
-        result[_unescape(key)] = _unescape(value)
-    return result
-
-
-_BLANKS = " \t\f"
-
-
-def _logical_lines(text: str) -> Iterator[str]:
-    lines = re.split(r"\r\n|\r|\n", text)
-    i = 0
-    while i < len(lines):
-        line = lines[i].lstrip(_BLANKS)
-        i += 1
-        if not line or line[0] in "#!":
-            continue  # comment lines never continue, even when they end in a backslash
-        parts: list[str] = []
-        while _continues(line):
-            parts.append(line[:-1])
-            if i >= len(lines):
-                line = ""
-                break
-            line = lines[i].lstrip(_BLANKS)
-            i += 1
-        parts.append(line)
-        yield "".join(parts)
-
-
-def _continues(line: str) -> bool:
-    trailing = len(line) - len(line.rstrip("\\"))
-    return trailing % 2 == 1
-
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    i, n = 0, len(line)
-    while i < n:
-        ch = line[i]
-        if ch == "\\":
-            i += 2
-            continue
-        if ch in "=:" or ch in _BLANKS:
-            break
-        i += 1
-    key = line[:i]
-    j = i
-    while j < n and line[j] in _BLANKS:
-        j += 1
-    if j < n and line[j] in "=:":
-        j += 1
-        while j < n and line[j] in _BLANKS:
-            j += 1
-    return key, line[j:]
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch != "\\" or i + 1 >= n:
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u":
-            code = text[i + 2:i + 6]
-            if len(code) != 4 or not all(c in "0123456789abcdefABCDEF" for c in code):
-                raise ConfigError("(properties)", f"Malformed \\uxxxx encoding: \\u{code}",
-                                  message=f"Malformed \\uxxxx encoding in properties: "
-                                          f"\\u{code}")
-            out.append(chr(int(code, 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)
-
-
-# ----------------------------------------------------------------------------------------
-# Listeners
-
-
-class Endpoint(NamedTuple):
-    """One listener address. An empty host means the default interface."""
-
-    name: str
-    host: str
-    port: int
-
-
-_ENDPOINT_RE = re.compile(r"\A([^:/\s]+)://\[?([0-9a-zA-Z\-%._:]*?)\]?:(-?[0-9]+)\Z")
-
-
-def parse_endpoints(key: str, text: str,
-                    protocol_map: Mapping[str, str]) -> list[Endpoint]:
-    """Parse `NAME://host:port,...` (IPv6 hosts in brackets); names are upper-cased."""
-    endpoints: list[Endpoint] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        match = _ENDPOINT_RE.match(item)
-        if match is None:
-            raise ConfigError(key, f"'{item}' is not a valid listener; expected "
-                                   "NAME://host:port, e.g. PLAINTEXT://127.0.0.1:9092", text)
-        name, host, port_text = match.group(1).upper(), match.group(2), match.group(3)
-        port = int(port_text)
-        if not 0 <= port <= 65535:
-            raise ConfigError(key, f"port {port} of listener {name} is out of range "
-                                   "0..65535", text)
-        if name not in protocol_map:
-            raise ConfigError(key, f"listener name {name} has no security protocol in "
-                                   "listener.security.protocol.map", text)
-        if any(e.name == name for e in endpoints):
-            raise ConfigError(key, f"each listener must have a different name; {name} "
-                                   "appears twice", text)
-        endpoints.append(Endpoint(name, host, port))
-    return endpoints
-
-
-class QuorumVoter(NamedTuple):
-    """One entry of controller.quorum.voters."""
-
-    node_id: int
-    host: str
-    port: int
-
-
-_HOST_PORT_RE = re.compile(r"\A\[?([0-9a-zA-Z\-%._:]+?)\]?:([0-9]+)\Z")
-
-
-def _host_port(text: str) -> tuple[str, int] | None:
-    match = _HOST_PORT_RE.match(text.strip())
-    if match is None or int(match.group(2)) > 65535:
-        return None
-    return match.group(1), int(match.group(2))
-
-
-def parse_protocol_map(text: str) -> dict[str, str]:
-    key = "listener.security.protocol.map"
-    result: dict[str, str] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        name, sep, protocol = item.partition(":")
-        name, protocol = name.strip().upper(), protocol.strip().upper()
-        if not sep or not name:
-            raise ConfigError(key, f"'{item}' is not NAME:PROTOCOL", text)
-        if protocol not in SECURITY_PROTOCOLS:
-            raise ConfigError(key, f"unknown security protocol {protocol} for listener "
-                                   f"{name}; expected one of {', '.join(SECURITY_PROTOCOLS)}",
-                              text)
-        result[name] = protocol
-    return result
-
 
 # ----------------------------------------------------------------------------------------
 # BrokerConfig
@@ -483,7 +324,7 @@ class BrokerConfig:
         voters: list[QuorumVoter] = []
         for item in self.get("controller.quorum.voters"):
             node_id, sep, address = item.partition("@")
-            parsed = _host_port(address) if sep and node_id.isdigit() else None
+            parsed = parse_host_port(address) if sep and node_id.isdigit() else None
             if parsed is None:
                 raise ConfigError("controller.quorum.voters", f"'{item}' is not "
                                   "id@host:port", ",".join(self.get("controller.quorum.voters")))
@@ -498,7 +339,7 @@ class BrokerConfig:
         """controller.quorum.bootstrap.servers parsed as (host, port) pairs."""
         servers: list[tuple[str, int]] = []
         for item in self.get("controller.quorum.bootstrap.servers"):
-            parsed = _host_port(item)
+            parsed = parse_host_port(item)
             if parsed is None:
                 raise ConfigError("controller.quorum.bootstrap.servers", f"'{item}' is not "
                                   "host:port",
@@ -722,62 +563,6 @@ class BrokerConfig:
             preallocate=bool(v["log.preallocate"]),
             unclean_leader_election_enable=bool(v["unclean.leader.election.enable"]),
         )
-
-
-def parse_connections_per_ip_overrides(text: str) -> dict[str, int]:
-    """'host:count,host:count' (Kafka's CSV map; the last ':' splits, so a bare IPv6
-    address works, as does [v6]:count) -> normalized address -> count."""
-    key = "max.connections.per.ip.overrides"
-    result: dict[str, int] = {}
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        host, sep, count = item.rpartition(":")
-        host = host.strip().strip("[]")
-        if not sep or not host:
-            raise ConfigError(key, f"'{item}' is not host:count", text)
-        try:
-            value = int(count.strip())
-        except ValueError:
-            raise ConfigError(key, f"the count of {host} is not an integer", text) from None
-        if value < 0:
-            raise ConfigError(key, f"the count of {host} must be at least 0", text)
-        result[_resolve_address(key, host, text)] = value
-    return result
-
-
-def _resolve_address(key: str, host: str, text: str) -> str:
-    try:
-        return normalize_address(host)
-    except ValueError:
-        pass
-    try:
-        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
-    except OSError as e:
-        raise ConfigError(key, f"cannot resolve host {host}: {e}", text) from None
-    return normalize_address(str(infos[0][4][0]))
-
-
-def normalize_address(text: str) -> str:
-    """An IP address as connection quotas key it: IPv4-mapped IPv6 as plain IPv4."""
-    address = ipaddress.ip_address(text.split("%", 1)[0])
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return str(address)
-
-
-def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
-    """`key=value` strings (from --override) to a dict; the value may contain '='."""
-    result: dict[str, str] = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError("--override", f"'{item}' is not key=value",
-                              message=f"Invalid override '{item}': expected key=value, "
-                                      "e.g. --override num.partitions=3")
-        result[key] = value.strip()
-    return result
 
 
 def _resolve_node_id(values: dict[str, object], originals: Mapping[str, str]) -> None:

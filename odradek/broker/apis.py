@@ -32,6 +32,7 @@ from .handlers import (
     api_versions,
     cluster,
     configs,
+    consumer_groups,
     groups,
     log_dirs,
     metadata,
@@ -216,9 +217,9 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         Check(Res.GROUP, Op.DESCRIBE, Scope.RESOURCE, "each listed group", LEFT_OUT))),
     ApiSpec(K.DELETE_GROUPS, groups.handle_delete_groups, (
         _group(Op.DELETE, "groups_names[]"),)),
-    ApiSpec(K.CONSUMER_GROUP_HEARTBEAT, groups.handle_consumer_group_heartbeat, (
+    ApiSpec(K.CONSUMER_GROUP_HEARTBEAT, consumer_groups.handle_consumer_group_heartbeat, (
         _group(Op.READ, "group_id"), _topic(Op.DESCRIBE, "subscribed_topic_names[]"))),
-    ApiSpec(K.CONSUMER_GROUP_DESCRIBE, groups.handle_consumer_group_describe, (
+    ApiSpec(K.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe, (
         _group(Op.DESCRIBE, "group_ids[]"),)),
     # -- producers and transactions -------------------------------------------------------
     ApiSpec(K.INIT_PRODUCER_ID, producer_id.handle_init_producer_id, (

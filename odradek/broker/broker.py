@@ -28,7 +28,6 @@ from ..metadata.controller import Controller, NewTopic, Result
 from ..metadata.image import MetadataImage
 from ..metadata.quorum import MetadataLogSettings, MetadataQuorum
 from ..metadata.raft_quorum import RaftMetadataQuorum, raft_config
-from ..protocol.client import ChannelError, stop_tasks
 from ..replication.leader_replication import LeaderReplication, ReplicationHost
 from ..replication.replica_manager import ReplicaManager
 from ..security import scram
@@ -53,6 +52,7 @@ from ..topic_config import (
 from . import services
 from .connection_limits import ConnectionLimits
 from .controller_service import ControllerHost, ControllerService
+from .dir_reports import DirectoryReportHost, DirectoryReports
 from .fetch_session import FetchSessionCache
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
@@ -68,12 +68,6 @@ log = logging.getLogger(__name__)
 # How long a starting broker waits to be unfenced before it serves its listeners anyway.
 BROKER_STARTUP_WAIT_S = 30.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
-# Replica placements (AssignReplicasToDirs, KIP-858) sent in one request at most,
-# and the wait before a failed send is tried again.
-MAX_ASSIGNMENTS_PER_REQUEST = 1000
-ASSIGNMENT_RETRY_BACKOFF_S = 0.5
-# The wait before a combined node tries again to record its failed log dirs.
-DIR_FAILURE_RETRY_BACKOFF_S = 0.5
 
 
 class Broker:
@@ -121,11 +115,9 @@ class Broker:
             validate_broker_configs=validate_dynamic_broker_configs,
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
-        self._assignments_due = asyncio.Event()
-        self._assignment_task: asyncio.Task[None] | None = None
-        self.replica_manager.on_assignments = self._assignments_due.set
-        self._dirs_failed = asyncio.Event()  # a log dir went offline while we run
-        self._dir_failure_task: asyncio.Task[None] | None = None
+        # Replica placements and failed log dirs, told to the controller (KIP-858).
+        self.dir_reports = DirectoryReports(self)
+        self.replica_manager.on_assignments = self.dir_reports.assignments_due
         # The replica manager follows the image once it is published: at start
         # for a lone voter, else once the controller has unfenced this node
         # (its image then holds everything up to its registration). A stale
@@ -238,9 +230,8 @@ class Broker:
                 await self._register()
         self.replication.start()
         self._sync_replication()
-        self._assignment_task = loop.create_task(self._send_assignments())
-        self._dir_failure_task = loop.create_task(self._report_dir_failures())
-        self.log_manager.on_dir_offline = functools.partial(self._on_dir_offline, loop)
+        self.dir_reports.start(loop)
+        self.log_manager.on_dir_offline = self.dir_reports.on_dir_offline
         if self.lifecycle is not None and self.controller_service is not None:
             # A combined node among several voters: the others need our
             # controller listener to elect a leader before we can be unfenced.
@@ -255,7 +246,7 @@ class Broker:
             self._publish_metadata(self.image)
             self._sync_replication()
         if self.replica_manager.pending_assignments:
-            self._assignments_due.set()
+            self.dir_reports.assignments_due()
         self.group_coordinator.start()
         self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
@@ -373,80 +364,11 @@ class Broker:
         lm = self.log_manager
         return [lm.directory_ids[d] for d in lm.online_dirs() if d in lm.directory_ids]
 
-    async def _send_assignments(self) -> None:
-        """Tell the controller where new replicas were placed (KIP-858's
-        AssignReplicasToDirs; the controller's own code on a controller node),
-        retrying until it has them."""
-        pending = self.replica_manager.pending_assignments
-        while True:
-            await self._assignments_due.wait()
-            self._assignments_due.clear()
-            batch = list(pending.items())[:MAX_ASSIGNMENTS_PER_REQUEST]
-            if not batch:
-                continue
-            assignments = [(tid, p, d) for (tid, p), d in batch]
-            try:
-                if self.lifecycle is not None:
-                    await self.lifecycle.assign_replicas_to_dirs(assignments)
-                else:
-                    assert self.controller_service is not None
-                    await self.controller_service.assign_replicas_to_dirs(
-                        self.node_id, None, assignments)
-            except asyncio.CancelledError:
-                raise
-            except ChannelError as e:
-                log.info("replica placements not yet recorded by the controller: %s", e)
-                failed = True
-            except Exception:  # a bug in one round must not stop the placements
-                log.exception("sending replica placements failed")
-                failed = True
-            else:
-                failed = False
-            if failed:
-                await asyncio.sleep(ASSIGNMENT_RETRY_BACKOFF_S)
-                self._assignments_due.set()
-                continue
-            for key, directory in batch:
-                if pending.get(key) == directory:
-                    del pending[key]
-            if pending:
-                self._assignments_due.set()
-
-    def _on_dir_offline(self, loop: asyncio.AbstractEventLoop, dir: Path) -> None:
-        try:  # the log manager may call from a worker thread
-            loop.call_soon_threadsafe(self._dirs_failed.set)
-        except RuntimeError:
-            pass  # the loop is closed: we are stopping anyway
-
-    async def _report_dir_failures(self) -> None:
-        """A log dir went offline while we run: the controller moves leadership
-        and ISR membership off our replicas there (KIP-858). A broker-only node
-        heartbeats at once (every heartbeat names the offline dirs); a combined
-        node decides it on its own controller, retrying until that took it."""
-        while True:
-            await self._dirs_failed.wait()
-            self._dirs_failed.clear()
-            if self.lifecycle is not None:
-                self.lifecycle.heartbeat_now()
-                continue
-            if self.controller_service is None or not self.is_broker:
-                continue
-            offline = tuple(
-                kafka_uuid_string(d) for d in self.log_manager.offline_directory_ids())
-            try:
-                await self.controller_service.log_dirs_offline(self.node_id, offline)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # e.g. the metadata log could not be written: try again
-                log.exception("recording the failed log dirs %s failed", ", ".join(offline))
-                await asyncio.sleep(DIR_FAILURE_RETRY_BACKOFF_S)
-                self._dirs_failed.set()
-
     async def stop(self) -> None:
         if self.lifecycle is not None:
             # Kafka's controlled shutdown: leaderships move away before we go.
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
-        await stop_tasks([self._assignment_task, self._dir_failure_task])
+        await self.dir_reports.stop()
         await self.fetchers.stop()
         await self.replication.stop()
         if self.lifecycle is not None:
@@ -615,4 +537,5 @@ if TYPE_CHECKING:
         r19: FetcherHost = b
         r21: services.AclServices = b
         r22: services.ScramServices = b
-        del r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20, r21, r22
+        r23: DirectoryReportHost = b
+        del r23, r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20, r21, r22

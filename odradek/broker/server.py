@@ -3,13 +3,45 @@
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
+import os
+import platform
 import signal
 import sys
 
 from ..config import BrokerConfig, ConfigError
 
 log = logging.getLogger("odradek")
+
+MiB = 1 << 20
+# glibc's malloc serves a request above M_MMAP_THRESHOLD with its own mmap and gives
+# the free top of the heap back to the system past M_TRIM_THRESHOLD; both move with
+# the allocation pattern. A fetch reads up to a partition's max bytes (1 MiB by
+# default) into a fresh buffer and trims it to whole batches with a copy; when the
+# thresholds let those buffers go back to the system, every read faults their pages
+# in again. Measured (300,000 records of 1 KiB, one consumer, the same log): 93,000
+# minor faults and 630 ms of broker CPU, 1,300 and 330 ms with the thresholds fixed
+# as below. The cost: up to MALLOC_TRIM_THRESHOLD_BYTES of freed heap kept in RSS.
+MALLOC_MMAP_THRESHOLD_BYTES = 32 * MiB  # glibc's largest on 64-bit
+MALLOC_TRIM_THRESHOLD_BYTES = 64 * MiB
+_M_TRIM_THRESHOLD = -1  # mallopt parameters (malloc.h)
+_M_MMAP_THRESHOLD = -3
+_MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
+
+
+def tune_malloc() -> bool:
+    """Fix glibc malloc's mmap and trim thresholds (see above); True when set. Left
+    alone on other C libraries and when a MALLOC_*_THRESHOLD_ variable is set."""
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    if any(name in os.environ for name in _MALLOC_ENV):
+        return False
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None:
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES)
+                and mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD_BYTES))
 
 
 def _install_uvloop() -> None:
@@ -44,6 +76,8 @@ def run_server(config: BrokerConfig) -> int:
             stream=sys.stderr,
         )
     _install_uvloop()
+    if not tune_malloc():
+        log.debug("malloc thresholds left as they are")
     try:
         return asyncio.run(serve(config))
     except ConfigError as e:  # found while building the broker (TLS key stores, sasl.jaas.config, ...)

@@ -44,7 +44,7 @@ from typing import Any
 from odradek.broker_config_defs import BROKER_CONFIGS
 from odradek.config import parse_properties
 from odradek.configdef import ConfigError
-from odradek.security import tls
+from odradek.security import keystores, tls
 from odradek.security.jaas import (
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
@@ -182,7 +182,7 @@ def _store_type(location: str, key: str) -> str:
 def _librdkafka_ssl(s: tls.SslSettings) -> dict[str, str]:
     """librdkafka's names for the (already checked) ssl settings."""
     out: dict[str, str] = {}
-    ca = tls.trusted_certificates_pem(s)
+    ca = keystores.trusted_certificates_pem(s)
     if ca is not None:
         location = s.get("ssl.truststore.location")
         if location is not None and str(s.get("ssl.truststore.type")).upper() == "PEM":

@@ -17,7 +17,7 @@ offsets, what the old coordinator's cache-after-append gave: an OffsetFetch
 never shows an offset the ISR does not have.
 
 With the leader alone in the ISR (one node, RF=1) the high watermark moves
-in the append itself (broker/replication.py), so `wait_replicated` returns
+in the append itself (replication/leader_replication.py), so `wait_replicated` returns
 without awaiting: no added latency.
 
 Writes also honour the partition's `min.insync.replicas` as Kafka's

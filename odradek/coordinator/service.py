@@ -297,7 +297,7 @@ class GroupCoordinatorService:
                     ok = False
                     break
                 # The high watermark: the smallest log end offset over the ISR
-                # (alone in it, ours) (broker/replication.py).
+                # (alone in it, ours) (replication/leader_replication.py).
                 self.broker.replication.on_leader_append(part)
                 rm.purgatory.notify((OFFSETS_TOPIC, p))
         return ok

@@ -35,7 +35,7 @@ KAFKA_STORAGE_ERROR = 56
 
 def advance_high_watermark(broker: PartitionHost, part: Any) -> None:
     """After an append by the coordinator: the high watermark moves as for a
-    produce (broker/replication.py when the broker replicates, else to the log
+    produce (replication/leader_replication.py when the broker replicates, else to the log
     end offset), and parked fetches are woken."""
     replication = getattr(broker, "replication", None)
     if replication is not None:

@@ -60,6 +60,22 @@ def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
             raise InvalidRecords(CORRUPT_MESSAGE, "varint longer than 10 bytes in record")
 
 
+def _uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:
+    """An unsigned varint at ``pos`` -> (raw value, next position): the zigzag value
+    is ``(raw >> 1) ^ -(raw & 1)``, so an even raw value is ``raw >> 1`` and 1 is -1."""
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+        if shift > _MAX_VARINT_SHIFT:
+            raise InvalidRecords(CORRUPT_MESSAGE, "varint longer than 10 bytes in record")
+
+
 def records_blob(
     batch: bytes | bytearray | memoryview,
     header: BatchHeader,
@@ -199,41 +215,73 @@ def check_records(
     if isinstance(buf, memoryview):  # a decompressed blob is bytes or bytearray already
         buf, pos, stop = bytes(buf[pos:stop]), 0, stop - pos
     keyless: list[int] = []
-    varint = _varint
+    # The hot loop of Produce, a few bytecodes per field. Varints of one and two
+    # bytes (lengths under 64 and 8192, deltas likewise: nearly all of them) are read
+    # inline, longer ones by _uvarint. Lengths stay raw (zigzag-encoded): an even raw
+    # value r is the length r >> 1, 1 is -1 (null), any other odd value is negative.
+    # A field that runs past its record leaves pos > end, caught after the key, the
+    # value and at the record's end.
+    uvarint = _uvarint
     try:
         for i in range(header.records_count):
-            b = buf[pos]
-            if b < 0x80:
-                length, pos = (b >> 1) ^ -(b & 1), pos + 1
+            r = buf[pos]
+            if r < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                r = (r & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
             else:
-                length, pos = varint(buf, pos)
-            end = pos + length
-            if length < 1 or end > stop:
+                r, pos = uvarint(buf, pos)
+            end = pos + (r >> 1)
+            if r & 1 or not r or end > stop:
                 raise InvalidRecords(CORRUPT_MESSAGE, "record length out of bounds")
             pos += 1  # the attributes byte
-            _, pos = varint(buf, pos)  # timestamp delta
-            _, pos = varint(buf, pos)  # offset delta
-            key_length, pos = varint(buf, pos)
-            if key_length == -1:
+            if buf[pos] < 0x80:  # timestamp delta
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                pos += 2
+            else:
+                pos = uvarint(buf, pos)[1]
+            if buf[pos] < 0x80:  # offset delta
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                pos += 2
+            else:
+                pos = uvarint(buf, pos)[1]
+            r = buf[pos]  # key length
+            if r < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                r = (r & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            else:
+                r, pos = uvarint(buf, pos)
+            if not r & 1:
+                pos += r >> 1
+                if pos > end:
+                    raise InvalidRecords(CORRUPT_MESSAGE, "record field runs past the record")
+            elif r == 1:
                 keyless.append(i)
-            pos = _skip_field(key_length, pos, end)
-            value_length, pos = varint(buf, pos)
-            pos = _skip_field(value_length, pos, end)
-            header_count, pos = varint(buf, pos)
-            if header_count < 0 or header_count > length:
-                raise InvalidRecords(CORRUPT_MESSAGE, "invalid record header count")
-            for _ in range(header_count):
-                key_length, pos = varint(buf, pos)
-                if key_length < 0:
-                    raise InvalidRecords(CORRUPT_MESSAGE, "null record header key")
-                key_end = _skip_field(key_length, pos, end)
-                try:
-                    buf[pos:key_end].decode("utf-8")
-                except UnicodeDecodeError:
-                    raise InvalidRecords(
-                        CORRUPT_MESSAGE, "record header key is not utf-8") from None
-                value_length, pos = varint(buf, key_end)
-                pos = _skip_field(value_length, pos, end)
+            else:
+                raise InvalidRecords(CORRUPT_MESSAGE, f"invalid field length {-(r + 1) >> 1}")
+            r = buf[pos]  # value length
+            if r < 0x80:
+                pos += 1
+            elif buf[pos + 1] < 0x80:
+                r = (r & 0x7F) | (buf[pos + 1] << 7)
+                pos += 2
+            else:
+                r, pos = uvarint(buf, pos)
+            if not r & 1:
+                pos += r >> 1
+                if pos > end:
+                    raise InvalidRecords(CORRUPT_MESSAGE, "record field runs past the record")
+            elif r != 1:
+                raise InvalidRecords(CORRUPT_MESSAGE, f"invalid field length {-(r + 1) >> 1}")
+            if buf[pos] == 0:  # no headers: zigzag 0
+                pos += 1
+            else:
+                pos = _check_headers(buf, pos, end, end - pos)
             if pos != end:
                 raise InvalidRecords(CORRUPT_MESSAGE, "record length does not match its fields")
     except IndexError:
@@ -241,6 +289,27 @@ def check_records(
     if pos != stop:
         raise InvalidRecords(CORRUPT_MESSAGE, "record batch has trailing bytes after its records")
     return keyless
+
+
+def _check_headers(buf: bytes | bytearray, pos: int, end: int, left: int) -> int:
+    """Past a record's headers (count varint at ``pos``, ``left`` bytes of the record
+    from there): non-null UTF-8 keys, every field inside the record."""
+    varint = _varint
+    header_count, pos = varint(buf, pos)
+    if header_count < 0 or header_count > left:
+        raise InvalidRecords(CORRUPT_MESSAGE, "invalid record header count")
+    for _ in range(header_count):
+        key_length, pos = varint(buf, pos)
+        if key_length < 0:
+            raise InvalidRecords(CORRUPT_MESSAGE, "null record header key")
+        key_end = _skip_field(key_length, pos, end)
+        try:
+            buf[pos:key_end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidRecords(CORRUPT_MESSAGE, "record header key is not utf-8") from None
+        value_length, pos = varint(buf, key_end)
+        pos = _skip_field(value_length, pos, end)
+    return pos
 
 
 def _skip_field(length: int, pos: int, end: int) -> int:

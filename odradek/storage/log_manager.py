@@ -14,23 +14,13 @@ Each log dir holds::
     <topic>-<partition>.<uuid hex>-delete/   a deleted log on its way out
     __cluster_metadata-0/               the KRaft metadata log: not managed here
 
-``meta.properties`` is a Java properties file, as Kafka (KRaft) writes it::
+``meta.properties`` and ``.kafka_cleanshutdown`` are written and read by
+storage/log_dir.py, which documents their formats. On startup an existing
+``meta.properties`` must name the same cluster and node; a missing
+``directory.id`` is added. Directories ending in ``-future`` or ``-stray`` are
+left alone; ``-delete`` directories are removed.
 
-    #Written by odradek
-    node.id=1
-    directory.id=<16 random bytes, base64url without padding (Kafka Uuid)>
-    version=1
-    cluster.id=<cluster id>
-
-On startup an existing ``meta.properties`` must name the same cluster and node;
-a missing ``directory.id`` is added. Directories ending in ``-future`` or
-``-stray`` are left alone; ``-delete`` directories are removed.
-
-``.kafka_cleanshutdown`` is one line of JSON, as Kafka 3.x writes it::
-
-    {"version":0,"brokerEpoch":-1}
-
-Its presence at start-up says every log of the dir was flushed and
+The clean-shutdown marker's presence at start-up says every log of the dir was flushed and
 checkpointed at shutdown, so no log is recovered (recovery points are taken
 as the log end offsets); it is removed once the logs are loaded. Without it,
 each log recovers from its checkpointed recovery point (0 when the
@@ -72,7 +62,6 @@ directory ids were): created anew, as Kafka does with a lost dir.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import os
 import shutil
@@ -89,70 +78,47 @@ from odradek.storage.log import (
     PartitionLog,
     kafka_uuid_string,
     log_dir_name,
-    parse_kafka_uuid,
     read_partition_metadata,
     wall_clock_ms,
 )
 from odradek.storage.log_config import LogConfig
+from odradek.storage.log_dir import (
+    CLEAN_SHUTDOWN_FILE,
+    CLUSTER_METADATA_TOPIC,
+    DELETE_SUFFIX,
+    FUTURE_SUFFIX,
+    HIGH_WATERMARK_CHECKPOINT,
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    STRAY_SUFFIX,
+    InconsistentBrokerMetadata,
+    check_meta_properties,
+    parse_log_dir_name,
+    read_properties,
+    write_clean_shutdown_file,
+)
 from odradek.storage.offline_log import OfflinePartitionLog
 
-META_PROPERTIES = "meta.properties"
-META_VERSION = "1"
-DELETE_SUFFIX = "-delete"
-FUTURE_SUFFIX = "-future"
-STRAY_SUFFIX = "-stray"
-CLUSTER_METADATA_TOPIC = "__cluster_metadata"
-RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
-LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
-HIGH_WATERMARK_CHECKPOINT = "replication-offset-checkpoint"
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _PROCESS_LIMIT_ERRNOS = (errno.EMFILE, errno.ENFILE)
+
+# The log dir's own files and names (storage/log_dir.py), re-exported for callers.
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "HIGH_WATERMARK_CHECKPOINT",
+    "LOG_START_OFFSET_CHECKPOINT",
+    "RECOVERY_POINT_CHECKPOINT",
+    "CheckpointWrites",
+    "InconsistentBrokerMetadata",
+    "LogManager",
+    "parse_log_dir_name",
+    "read_properties",
+]
 
 log = logging.getLogger(__name__)
 
 # Checkpoint writes: (dir, file, offsets) per online dir, taken on the event loop
 # and written anywhere (write_checkpoints touches no shared state).
 CheckpointWrites = list[tuple[Path, Path, dict[tuple[str, int], int]]]
-
-
-class InconsistentBrokerMetadata(Exception):
-    """A log dir's meta.properties belongs to another cluster or node."""
-
-
-def parse_log_dir_name(name: str) -> tuple[str, int] | None:
-    """(topic, partition) for ``<topic>-<partition>``, else None."""
-    topic, sep, partition = name.rpartition("-")
-    if not sep or not topic or not partition.isdigit():
-        return None
-    return topic, int(partition)
-
-
-def read_properties(path: Path) -> dict[str, str] | None:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None
-    properties = {}
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        for i, c in enumerate(line):
-            if c in "=:":
-                properties[line[:i].strip()] = line[i + 1 :].strip()
-                break
-    return properties
-
-
-def write_meta_properties(dir: Path, properties: dict[str, str]) -> None:
-    lines = ["#Written by odradek"] + [f"{k}={v}" for k, v in properties.items()]
-    tmp = dir / (META_PROPERTIES + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, dir / META_PROPERTIES)
-    fsync_dir(dir)
 
 
 class LogManager:
@@ -198,7 +164,7 @@ class LogManager:
                 if dir.exists() and not dir.is_dir():
                     raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(dir))
                 dir.mkdir(parents=True, exist_ok=True)
-                self.directory_ids[dir] = self._check_meta_properties(dir)
+                self.directory_ids[dir] = check_meta_properties(dir, self.node_id, self.cluster_id)
             except OSError as e:
                 errors.append(e)
                 if e.errno in _PROCESS_LIMIT_ERRNOS:
@@ -227,40 +193,6 @@ class LogManager:
         that failed after its ``meta.properties`` was: the ones the broker
         registered online and must now report offline)."""
         return [self.directory_ids[d] for d in self.offline_dirs if d in self.directory_ids]
-
-    def _check_meta_properties(self, dir: Path) -> uuid.UUID:
-        path = dir / META_PROPERTIES
-        properties = read_properties(path)
-        if properties is None:
-            directory_id = uuid.uuid4()
-            write_meta_properties(
-                dir,
-                {
-                    "node.id": str(self.node_id),
-                    "directory.id": kafka_uuid_string(directory_id),
-                    "version": META_VERSION,
-                    "cluster.id": self.cluster_id,
-                },
-            )
-            return directory_id
-        if properties.get("version") != META_VERSION:
-            raise InconsistentBrokerMetadata(
-                f"{path}: unsupported version {properties.get('version')}"
-            )
-        if properties.get("cluster.id") != self.cluster_id:
-            raise InconsistentBrokerMetadata(
-                f"{path}: cluster.id {properties.get('cluster.id')} does not match {self.cluster_id}"
-            )
-        if properties.get("node.id") != str(self.node_id):
-            raise InconsistentBrokerMetadata(
-                f"{path}: node.id {properties.get('node.id')} does not match {self.node_id}"
-            )
-        if "directory.id" not in properties:
-            directory_id = uuid.uuid4()
-            properties["directory.id"] = kafka_uuid_string(directory_id)
-            write_meta_properties(dir, properties)
-            return directory_id
-        return parse_kafka_uuid(properties["directory.id"])
 
     def _read_checkpoint(self, dir: Path, name: str) -> dict[tuple[str, int], int]:
         try:
@@ -588,19 +520,8 @@ class LogManager:
                 self._on_io_error(plog, e)
         for dir in self.online_dirs():
             try:
-                _write_clean_shutdown_file(dir)
+                write_clean_shutdown_file(dir)
             except OSError as e:
                 log.error("cannot write %s: %s", dir / CLEAN_SHUTDOWN_FILE, e)
         self._logs.clear()
         self._dir_of.clear()
-
-
-def _write_clean_shutdown_file(dir: Path) -> None:
-    path = dir / CLEAN_SHUTDOWN_FILE
-    tmp = dir / (CLEAN_SHUTDOWN_FILE + ".tmp")
-    with open(tmp, "w", encoding="ascii") as f:
-        f.write(json.dumps({"version": 0, "brokerEpoch": -1}, separators=(",", ":")))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(dir)

@@ -22,7 +22,8 @@ Theory of operation
 * ``recover`` (on load of the last segment) walks every batch, checks its CRC,
   cuts a torn or corrupt tail at the last valid batch and rebuilds both
   indexes. ``rebuild_indexes`` does the same from headers alone when an index
-  file is missing or fails its sanity check.
+  file is missing or fails its sanity check. The scan and the rebuild rule live
+  in ``storage/segment_recovery.py``; this class applies what they find.
 """
 
 from __future__ import annotations
@@ -37,16 +38,15 @@ from pathlib import Path
 from odradek.protocol.records import (
     BATCH_OVERHEAD,
     LOG_OVERHEAD,
-    MAGIC_V2,
     MIN_BATCH_LENGTH,
     BatchHeader,
     Record,
-    batch_crc_ok,
     decode_batch_records,
     iter_batch_headers,
     parse_batch_header,
 )
 from odradek.storage.index import INT32_MAX, CorruptIndex, OffsetIndex, TimeIndex
+from odradek.storage.segment_recovery import IndexBuilder, scan_valid_prefix
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
 LOG_SUFFIX = ".log"
@@ -59,8 +59,6 @@ LONG_MAX = 2**63 - 1
 # Header scans read this much per pread; a batch larger than a chunk costs one
 # extra header-sized pread.
 SCAN_CHUNK_BYTES = 16 * 1024
-# Recovery reads (and CRC-checks) the log in chunks of this size.
-RECOVERY_CHUNK_BYTES = 8 * 1024 * 1024
 # Kafka stores segment positions as int32: a segment never grows past this.
 MAX_SEGMENT_BYTES = INT32_MAX
 
@@ -416,63 +414,22 @@ class LogSegment:
     def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
         """CRC-check every batch, cut the log at the first bad one, rebuild the
         indexes; returns the number of bytes truncated. ``on_batch`` sees every
-        valid batch header in order (the log rebuilds its leader epoch cache)."""
-        valid_end = 0
-        expected_min_offset = self.base_offset
-        builder = _IndexBuilder(self)
-        position = 0
-        while position < self.size_bytes:
-            chunk = os.pread(
-                self._fd, min(RECOVERY_CHUNK_BYTES, self.size_bytes - position), position
-            )
-            consumed, bad = 0, False
-            for header in iter_batch_headers(chunk):
-                if not _plausible(
-                    header, expected_min_offset, self.base_offset
-                ) or not batch_crc_ok(chunk, header):
-                    bad = True
-                    break
-                builder.add(position + header.position, header)
-                if on_batch is not None:
-                    on_batch(header)
-                expected_min_offset = header.next_offset
-                consumed = header.position + header.size
-            if bad:
-                position += consumed
-                break
-            if consumed == 0:
-                # One batch larger than the chunk, or a torn/garbage tail.
-                if len(chunk) < BATCH_OVERHEAD:
-                    break
-                header = parse_batch_header(chunk)
-                if (
-                    header.batch_length < MIN_BATCH_LENGTH
-                    or position + header.size > self.size_bytes
-                ):
-                    break
-                data = os.pread(self._fd, header.size, position)
-                if not _plausible(
-                    header, expected_min_offset, self.base_offset
-                ) or not batch_crc_ok(data, header):
-                    break
-                builder.add(position, header)
-                if on_batch is not None:
-                    on_batch(header)
-                expected_min_offset = header.next_offset
-                consumed = header.size
-            position += consumed
-        valid_end = position
+        valid batch header in order (the log rebuilds its leader epoch cache).
+        The scan itself is ``segment_recovery.scan_valid_prefix``."""
+        builder = IndexBuilder(self.base_offset, self.index_interval_bytes)
+        valid_end = scan_valid_prefix(self._fd, self.size_bytes, self.base_offset,
+                                      builder, on_batch)
         truncated = self.size_bytes - valid_end
         if truncated:
             os.ftruncate(self._fd, valid_end)
             self.size_bytes = valid_end
-        builder.finish()
+        self._apply_rebuilt(builder)
         self.recovery_truncated_bytes = truncated
         return truncated
 
     def rebuild_indexes(self) -> None:
         """Rebuild both indexes and the derived facts from batch headers (no CRC)."""
-        builder = _IndexBuilder(self)
+        builder = IndexBuilder(self.base_offset, self.index_interval_bytes)
         valid_end = 0
         for position, header in self._iter_headers(0):
             builder.add(position, header)
@@ -481,7 +438,17 @@ class LogSegment:
             # A partial trailing batch can never be read; drop it.
             os.ftruncate(self._fd, valid_end)
             self.size_bytes = valid_end
-        builder.finish()
+        self._apply_rebuilt(builder)
+
+    def _apply_rebuilt(self, builder: IndexBuilder) -> None:
+        """Replace both indexes and the derived facts with what ``builder`` saw."""
+        offset_entries, time_entries = builder.finish(active=self.active)
+        self.offset_index.replace_entries(offset_entries)
+        self.time_index.replace_entries(time_entries)
+        self.next_offset = builder.next_offset
+        self.max_timestamp = builder.max_timestamp
+        self.offset_of_max_timestamp = builder.offset_of_max
+        self.bytes_since_last_index_entry = builder.bytes_since
 
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``; returns bytes removed.
@@ -587,59 +554,6 @@ class LogSegment:
             f"LogSegment(base={self.base_offset}, size={self.size_bytes}, "
             f"next_offset={self.next_offset}, active={self.active})"
         )
-
-
-class _IndexBuilder:
-    """Recomputes a segment's index entries and facts from its batches in order,
-    with the same rule as ``LogSegment.append``."""
-
-    def __init__(self, segment: LogSegment) -> None:
-        self.segment = segment
-        self.offset_entries: list[tuple[int, int]] = []
-        self.time_entries: list[tuple[int, int]] = []
-        self.bytes_since = 0
-        self.max_timestamp = NO_TIMESTAMP
-        self.offset_of_max = segment.base_offset
-        self.next_offset = segment.base_offset
-        self.interval = segment.index_interval_bytes
-
-    def add(self, position: int, header: BatchHeader) -> None:
-        if header.max_timestamp > self.max_timestamp:
-            self.max_timestamp = header.max_timestamp
-            self.offset_of_max = header.last_offset
-        if self.bytes_since > self.interval:
-            self.offset_entries.append((header.last_offset, position))
-            if self.max_timestamp >= 0 and (
-                not self.time_entries or self.max_timestamp > self.time_entries[-1][0]
-            ):
-                self.time_entries.append((self.max_timestamp, self.offset_of_max))
-            self.bytes_since = 0
-        self.bytes_since += header.size
-        self.next_offset = header.next_offset
-
-    def finish(self) -> None:
-        segment = self.segment
-        if (
-            not segment.active
-            and self.max_timestamp >= 0
-            and (not self.time_entries or self.max_timestamp > self.time_entries[-1][0])
-        ):
-            self.time_entries.append((self.max_timestamp, self.offset_of_max))
-        segment.offset_index.replace_entries(self.offset_entries)
-        segment.time_index.replace_entries(self.time_entries)
-        segment.next_offset = self.next_offset
-        segment.max_timestamp = self.max_timestamp
-        segment.offset_of_max_timestamp = self.offset_of_max
-        segment.bytes_since_last_index_entry = self.bytes_since
-
-
-def _plausible(header: BatchHeader, expected_min_offset: int, base_offset: int) -> bool:
-    return (
-        header.magic == MAGIC_V2
-        and header.base_offset >= expected_min_offset
-        and header.last_offset_delta >= 0
-        and header.last_offset - base_offset <= INT32_MAX
-    )
 
 
 def _whole_batches_before(data: bytes, max_offset: int) -> int:

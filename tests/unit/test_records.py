@@ -459,6 +459,48 @@ def test_check_records_refuses_exactly_what_does_not_decode(
         assert check_records(batch, header) == [i for i, r in enumerate(decoded) if r.key is None]
 
 
+def _wide_records(n: int) -> list[Record]:
+    """Records whose lengths and deltas take one, two and three varint bytes: keys of
+    0-99 bytes or null, values of up to 9,000 bytes or null, headers on some, offset
+    deltas past 64, timestamp deltas past 8,192."""
+    return [
+        Record(
+            i,
+            1_700_000_000_000 + i * 150,
+            None if i % 5 == 0 else bytes(i % 100),
+            None if i % 7 == 3 else bytes((i * 131) % 9000),
+            (("k", b"v" * (i % 70)),) if i % 3 == 0 else (),
+        )
+        for i in range(n)
+    ]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data())
+def test_check_records_agrees_with_the_decoder_on_multi_byte_varints(
+    data: st.DataObject,
+) -> None:
+    """The produce check reads one- and two-byte varints inline: on records whose
+    lengths and deltas need one to three bytes, damaged or not, it refuses exactly
+    what the decoder refuses and finds the same keyless records."""
+    batch = bytearray(build_batch(_wide_records(data.draw(st.integers(1, 120)))))
+    for _ in range(data.draw(st.integers(min_value=0, max_value=2))):
+        bit = data.draw(st.integers(min_value=BATCH_OVERHEAD * 8, max_value=len(batch) * 8 - 1))
+        batch[bit // 8] ^= 1 << (bit % 8)
+    _recompute_crc(batch)
+    [header] = validate_produce_records(batch, MAX_BYTES)
+    try:
+        decoded = decode_batch_records(batch, header)
+    except InvalidRecords:
+        decoded = None
+    if decoded is None:
+        with pytest.raises(InvalidRecords) as info:
+            check_records(batch, header)
+        assert info.value.error_code == CORRUPT_MESSAGE
+    else:
+        assert check_records(batch, header) == [i for i, r in enumerate(decoded) if r.key is None]
+
+
 @pytest.mark.parametrize("codec", [Compression.GZIP, Compression.SNAPPY, Compression.LZ4,
                                    Compression.ZSTD])
 def test_garbage_compressed_records_with_a_valid_crc_are_corrupt_message(

@@ -1,4 +1,7 @@
-"""Group APIs: FindCoordinator, the classic group protocol, offsets, group admin, KIP-848.
+"""Group APIs: FindCoordinator, the classic group protocol, offsets, group admin.
+
+KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe are in
+consumer_groups.py, over the helpers here (`_ready`, `_replicated`, `_may_read`).
 
 A thin translation between kio requests and the coordinator core
 (`odradek/coordinator/`): requests become plain calls, the core's answers
@@ -20,7 +23,6 @@ from typing import Any
 
 from ...coordinator import errors as CE
 from ...coordinator.classic import JoinRequest, SyncRequest, join_error, sync_error
-from ...coordinator.consumer import HeartbeatRequest, heartbeat_error
 from ...coordinator.core import OFFSETS_TOPIC, OffsetCommit, Out
 from ...coordinator.replicated import GROUP_ERRORS, OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.service import GroupCoordinatorService
@@ -29,8 +31,8 @@ from ...protocol import errors as E
 from ...security.resources import AclOperation as Op
 from ...security.resources import ResourceType
 from ..context import RequestContext
-from . import authz
 from ..services import GroupServices
+from . import authz
 from .metadata import brokers_for
 
 KEY_TYPE_GROUP = 0
@@ -569,80 +571,6 @@ async def handle_delete_groups(broker: GroupServices, ctx: RequestContext, req: 
         if r["error_code"] == E.NONE:
             r["error_code"] = await _replicated(service, r["group_id"])
     return {"results": results}
-
-
-# -- KIP-848 ------------------------------------------------------------------------------
-
-
-async def handle_consumer_group_heartbeat(
-    broker: GroupServices, ctx: RequestContext, req: Any
-) -> dict[str, Any]:
-    service = await _ready(broker)
-    if not req.group_id:
-        return heartbeat_error(CE.INVALID_REQUEST, "GroupId can't be empty.")
-    if ctx.api_version >= 1 and not req.member_id:
-        return heartbeat_error(CE.INVALID_REQUEST, "MemberId can't be empty.")
-    if req.member_epoch < -2:
-        return heartbeat_error(CE.INVALID_REQUEST, f"MemberEpoch {req.member_epoch} is invalid.")
-    if not _may_read(ctx, req.group_id):
-        return heartbeat_error(E.GROUP_AUTHORIZATION_FAILED, None)
-    if req.subscribed_topic_names:
-        names = list(req.subscribed_topic_names)
-        if len(authz.topics_allowed(ctx, Op.DESCRIBE, names)) < len(set(names)):
-            return heartbeat_error(E.TOPIC_AUTHORIZATION_FAILED, None)
-    owned = None
-    if req.topic_partitions is not None:
-        owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions}
-    hr = HeartbeatRequest(
-        member_id=req.member_id,
-        member_epoch=req.member_epoch,
-        instance_id=req.instance_id,
-        rack_id=req.rack_id,
-        rebalance_timeout_ms=_ms(req.rebalance_timeout),
-        subscribed_topic_names=list(req.subscribed_topic_names)
-        if req.subscribed_topic_names is not None
-        else None,
-        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
-        server_assignor=req.server_assignor,
-        topic_partitions=owned,
-        client_id=ctx.client_id or "",
-        client_host=_client_host(ctx),
-        api_version=ctx.api_version,
-    )
-    out = Out()
-    resp = service.core.consumer_heartbeat(
-        req.group_id, hr, service.topics(), service.clock_ms(), out
-    )
-    if not service.apply(out) and resp["error_code"] == E.NONE:
-        # The group's new state is not in the log: the member retries.
-        return heartbeat_error(CE.COORDINATOR_NOT_AVAILABLE, "The group state was not written.")
-    if resp["error_code"] == E.NONE:
-        code = await _replicated(service, req.group_id)
-        if code != E.NONE:
-            return heartbeat_error(code, "The group state is not replicated yet.")
-    return resp
-
-
-async def handle_consumer_group_describe(
-    broker: GroupServices, ctx: RequestContext, req: Any
-) -> dict[str, Any]:
-    service = await _ready(broker)
-    image = broker.image
-    names = {tid: t.name for tid, t in image.topics_by_id.items()}
-    described = authz.allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, req.group_ids)
-    groups = []
-    for g in req.group_ids:
-        if g not in described:
-            groups.append({"error_code": E.GROUP_AUTHORIZATION_FAILED, "error_message": None,
-                           "group_id": g, "group_state": "", "group_epoch": -1,
-                           "assignment_epoch": -1, "assignor_name": "", "members": [],
-                           "authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED})
-            continue
-        entry = service.core.consumer_describe(g, names, service.topics())
-        entry["authorized_operations"] = authz.operations(
-            ctx, ResourceType.GROUP, g, req.include_authorized_operations)
-        groups.append(entry)
-    return {"groups": groups}
 
 
 def _ms(value: Any) -> int:

@@ -13,16 +13,16 @@ import time
 from typing import Any
 
 from ...protocol import errors as E
-from ...security.resources import AclOperation as Op
-from ...security.resources import ResourceType
 from ...protocol.entities import ms
 from ...protocol.record_scan import check_records
 from ...protocol.records import InvalidRecords, decompression_bound, validate_produce_records
+from ...security.resources import AclOperation as Op
+from ...security.resources import ResourceType
 from ...storage.log_config import LONG_MAX
 from ..context import RequestContext
-from . import authz
 from ..producer_checks import check_producer_batch
 from ..services import ProduceServices
+from . import authz
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +206,7 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                 parts.append(_partition_error(index, E.KAFKA_STORAGE_ERROR, str(e)))
                 continue
             # The high watermark: the smallest log end offset over the ISR
-            # (with the leader alone in it, its own) (broker/replication.py).
+            # (with the leader alone in it, its own) (replication/leader_replication.py).
             broker.replication.on_leader_append(part)
             rm.purgatory.notify((name, index))
             answer = {

@@ -9,7 +9,7 @@ high watermark. Each partition is checked as Kafka checks it:
   the leader's epoch cache, else the answer is the diverging epoch and where
   the leader's copy of that epoch ends, so the follower truncates exactly the
   part that diverges (KIP-101/279) and never blindly to its high watermark;
-* the fetch offset moves the follower's state (`broker/replication.py`):
+* the fetch offset moves the follower's state (`replication/leader_replication.py`):
   ISR expansion and the high watermark, which the answer carries.
 * a follower out of the ISR whose partition the topic's
   `leader.replication.throttled.replicas` names for this broker gets only
