@@ -68,6 +68,8 @@ def _tagged_partition(p: dict[str, Any]) -> bytes:
     return encode_uvarint(len(tags)) + b"".join(tags)
 
 
+_ZERO_UUID = bytes(16)
+
 def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any]) -> list[bytes]:
     """The whole response frame (size prefix, header, body) as chunks."""
     flexible = version >= 12
@@ -83,7 +85,10 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
     for topic in responses:
         if version >= 13:
             tid = topic["topic_id"]
-            head += (tid if isinstance(tid, uuid.UUID) else uuid.UUID(str(tid))).bytes
+            if tid is None:  # kio reads the zero id of a request as None: echo it as zero
+                head += _ZERO_UUID
+            else:
+                head += (tid if isinstance(tid, uuid.UUID) else uuid.UUID(str(tid))).bytes
         else:
             name = topic["topic"].encode()
             head += encode_uvarint(len(name) + 1) + name if flexible else _I16.pack(len(name)) + name

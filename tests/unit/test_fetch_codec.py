@@ -64,3 +64,17 @@ def test_records_are_not_copied():
         decoded, size = entity_reader(cls)(frame, pos)
         assert pos + size == len(frame)
         assert bytes(decoded.responses[0].partitions[0].records) == records
+
+
+def test_a_null_topic_id_is_answered_as_the_zero_id():
+    """kio decodes a request's all-zero topic id as None; the handlers echo the
+    request's id back (UNKNOWN_TOPIC_ID), and the answer must still encode (a
+    fuzzed Fetch v13+ with a zero id once failed in the encoder)."""
+    data = {"responses": [{"topic": "t", "topic_id": None, "partitions": [
+        {"partition_index": 0, "error_code": 100, "high_watermark": -1, "records": b""}]}]}
+    for version in (13, 16):
+        frame = b"".join(encode_fetch_response(version, 7, data))
+        cls = api.response_class(api.ApiKey.FETCH, version)
+        resp, _ = entity_reader(cls)(frame, 9)  # size, correlation id, tagged fields
+        assert resp.responses[0].topic_id in (None, uuid.UUID(int=0))
+        assert resp.responses[0].partitions[0].error_code.value == 100
