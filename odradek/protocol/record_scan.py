@@ -22,6 +22,7 @@ The record layout is in protocol/records.py. Malformed records raise
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from odradek.protocol.records import (
@@ -39,6 +40,13 @@ __all__ = [
 ]
 
 _MAX_VARINT_SHIFT = 63
+
+_CWalk = Callable[[bytes | bytearray | memoryview, int, int, int], "list[int] | None"]
+_c_walk: _CWalk | None
+try:  # the C walk (protocol/_record_walk.c), built when a compiler was there at install
+    from odradek.protocol._record_walk import walk as _c_walk
+except ImportError:  # pragma: no cover - depends on the install
+    _c_walk = None
 
 
 def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
@@ -210,8 +218,27 @@ def check_records(
     uses): the record count, each record's length, key, value and headers
     (non-null, UTF-8 keys) inside the record, nothing after the last one.
     Lengths are read, no value is copied.
+
+    The C walk answers first when it is built; it returns None for any batch it
+    does not accept, and then the Python walk below finds the exact error.
     """
     buf, pos, stop = records_blob(batch, header, max_decompressed_bytes)
+    if _c_walk is not None:
+        keyless_c: list[int] | None = _c_walk(buf, pos, stop, header.records_count)
+        if keyless_c is not None:
+            return keyless_c
+    return _check_records_py(buf, pos, stop, header.records_count)
+
+
+def c_walk_available() -> bool:
+    """Whether the C record walk was built (tests compare it with the Python one)."""
+    return _c_walk is not None
+
+
+def _check_records_py(
+    buf: bytes | bytearray | memoryview, pos: int, stop: int, records_count: int,
+) -> list[int]:
+    """check_records' Python walk over ``buf[pos:stop]`` (the reference)."""
     if isinstance(buf, memoryview):  # a decompressed blob is bytes or bytearray already
         buf, pos, stop = bytes(buf[pos:stop]), 0, stop - pos
     keyless: list[int] = []
@@ -223,7 +250,7 @@ def check_records(
     # value and at the record's end.
     uvarint = _uvarint
     try:
-        for i in range(header.records_count):
+        for i in range(records_count):
             r = buf[pos]
             if r < 0x80:
                 pos += 1

@@ -1,0 +1,3 @@
+def walk(
+    blob: bytes | bytearray | memoryview, start: int, stop: int, count: int, /,
+) -> list[int] | None: ...
