@@ -36,7 +36,7 @@ from odradek.security.resources import (
     ResourceType,
 )
 
-from . import client_config
+from . import client_config, options
 from .connection import Connection
 
 K = api.ApiKey
@@ -65,7 +65,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "acls", help="add, list and remove ACLs (kafka-acls.sh's flags)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    options.add_bootstrap_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     action = parser.add_mutually_exclusive_group(required=True)

@@ -16,10 +16,8 @@ import sys
 import time
 from typing import Any
 
-from . import client_config
+from . import client_config, options
 from .connection import with_login_check
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -27,8 +25,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "consume", help="print records of a topic", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("topic")
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
-                        help="host:port of a broker (default: %(default)s)")
+    options.add_bootstrap_argument(parser)
     client_config.add_argument(parser)
     start = parser.add_mutually_exclusive_group()
     start.add_argument("--from-beginning", action="store_true",
@@ -66,6 +63,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         "isolation.level": args.isolation_level,
         "enable.partition.eof": False,
         **client_config.librdkafka_settings(args.command_config),
+        **options.librdkafka_logging(),
     }
     consumer = Consumer(conf)
     try:

@@ -24,10 +24,9 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import client_config
+from . import client_config, options
 from .connection import with_login_check
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
 
 
@@ -38,11 +37,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
-        "--bootstrap-server",
-        default=DEFAULT_BOOTSTRAP,
-        help="host:port of a broker (default: %(default)s)",
-    )
+    options.add_bootstrap_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument(
         "--timeout",
@@ -104,13 +99,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient(
+    return options.serve_logs(AdminClient(
         {
             "bootstrap.servers": args.bootstrap_server,
             "socket.timeout.ms": int(args.timeout * 1000),
             **client_config.librdkafka_settings(args.command_config),
+            **options.librdkafka_logging(),
         }
-    )
+    ))
 
 
 def _table(rows: list[list[Any]], header: list[str]) -> str:
@@ -175,7 +171,7 @@ def _log_end(admin: Any, tps: list[tuple[str, int]], timeout: float) -> dict[tup
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from confluent_kafka import ConsumerGroupState
+    from confluent_kafka import ConsumerGroupState, KafkaException
 
     admin = _admin(args)
     states = set()
@@ -191,15 +187,21 @@ def cmd_list(args: argparse.Namespace) -> int:
     kwargs: dict[str, Any] = {"request_timeout": args.timeout}
     if states:
         kwargs["states"] = states
-    result = admin.list_consumer_groups(**kwargs).result()
+    try:
+        result = admin.list_consumer_groups(**kwargs).result()
+    except KafkaException as e:
+        return _error(f"cannot list groups from {args.bootstrap_server}: {options.error_text(e)}")
+    if result.errors and not result.valid:
+        return _error(f"cannot list groups from {args.bootstrap_server}: "
+                      f"{'; '.join(options.error_text(e) for e in result.errors)}")
     rows = sorted(
         [g.group_id, _state_name(g.state), getattr(getattr(g, "type", None), "name", "-").lower()]
         for g in result.valid
     )
     print(_table(rows, ["GROUP", "STATE", "TYPE"]))
-    for err in result.errors:
-        print(f"error: {err}", file=sys.stderr)
-    return 0
+    for err in result.errors:  # some brokers answered, some did not
+        print(f"odradek groups: a broker did not list its groups: {options.error_text(err)}", file=sys.stderr)
+    return 1 if result.errors else 0
 
 
 # -- describe -----------------------------------------------------------------------------------

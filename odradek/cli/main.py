@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
+from odradek.cli import options
 from odradek.config import DIFFERENCES_FROM_KAFKA, BrokerConfig, ConfigError
 
 PROG = "odradek"
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG, description=DESCRIPTION, formatter_class=_Formatter,
         epilog=f"Run '{PROG} <command> --help' for a command's options.")
+    options.add_verbose_argument(parser)
     subparsers = parser.add_subparsers(dest="command", metavar="<command>",
                                        title="commands")
     for name in SUBCOMMANDS:
@@ -64,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         module = _load_subcommand(name)
         if module is not None:
             module.add_parser(subparsers)
+    options.share_options(parser)  # flags anywhere: after the command and its action too
     return parser
 
 
@@ -149,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) and usage errors (2) end here
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    options.configure_verbosity(getattr(args, "verbose", 0))
     handler = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)

@@ -31,7 +31,7 @@ from typing import Any
 
 from odradek.protocol import api
 
-from . import client_config
+from . import client_config, options
 from .connection import Connection
 
 VERSIONS: dict[int, int] = {
@@ -66,7 +66,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="action", required=True)
     p = sub.add_parser("reassign", help="execute, verify or cancel a reassignment")
-    p.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    options.add_bootstrap_argument(p)
     client_config.add_argument(p)
     p.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     p.add_argument("--reassignment-json-file", required=True)

@@ -14,10 +14,8 @@ import argparse
 import sys
 from typing import Any, TextIO
 
-from . import client_config
+from . import client_config, options
 from .connection import with_login_check
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -25,8 +23,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "produce", help="send lines from stdin as records", description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("topic")
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
-                        help="host:port of a broker (default: %(default)s)")
+    options.add_bootstrap_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--key-separator", default=None,
                         help="split each line into KEY<sep>VALUE at the first separator")
@@ -57,6 +54,7 @@ def cmd_produce(args: argparse.Namespace, stdin: TextIO | None = None) -> int:
         "compression.type": args.compression, "linger.ms": 5,
         "message.timeout.ms": int(args.timeout * 1000),
         **client_config.librdkafka_settings(args.command_config),
+        **options.librdkafka_logging(),
     })
     failures: list[str] = []
     sent = 0

@@ -25,7 +25,7 @@ from typing import Any
 from odradek.metadata import client_quotas as Q
 from odradek.protocol import api
 
-from . import client_config
+from . import client_config, options
 from .connection import Connection, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {api.ApiKey.DESCRIBE_CLIENT_QUOTAS: 1, api.ApiKey.ALTER_CLIENT_QUOTAS: 1}
@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "quotas", help="describe and alter client quotas (users, client ids, ips)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    options.add_bootstrap_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     sub = parser.add_subparsers(dest="action", required=True)

@@ -19,10 +19,9 @@ import argparse
 import sys
 from typing import Any
 
-from . import client_config
+from . import client_config, options
 from .connection import with_login_check
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs source of a topic's own override
 
@@ -34,8 +33,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
-                        help="host:port of a broker (default: %(default)s)")
+    options.add_bootstrap_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help="seconds to wait for the broker (default: %(default)s)")
@@ -73,10 +71,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient
 
-    return AdminClient({"bootstrap.servers": args.bootstrap_server,
+    return options.serve_logs(AdminClient({"bootstrap.servers": args.bootstrap_server,
                         "socket.timeout.ms": int(args.timeout * 1000),
-                        "log_level": 4,
-                        **client_config.librdkafka_settings(args.command_config)})  # librdkafka's informational lines are noise here
+                        **client_config.librdkafka_settings(args.command_config),
+                        **options.librdkafka_logging()}))
 
 
 def _fail(message: str) -> int:
@@ -99,7 +97,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     try:
         md = _admin(args).list_topics(timeout=args.timeout)
     except Exception as e:  # confluent-kafka raises KafkaException for broker trouble
-        return _fail(f"cannot reach {args.bootstrap_server}: {e}")
+        return _fail(f"cannot reach {args.bootstrap_server}: {options.error_text(e)}")
     for name in sorted(md.topics):
         print(name)
     return 0
@@ -112,7 +110,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     try:
         md = admin.list_topics(timeout=args.timeout)
     except Exception as e:
-        return _fail(f"cannot reach {args.bootstrap_server}: {e}")
+        return _fail(f"cannot reach {args.bootstrap_server}: {options.error_text(e)}")
     names = args.topics or sorted(md.topics)
     status = 0
     for name in names:
@@ -124,7 +122,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         try:
             configs = admin.describe_configs([res])[res].result(timeout=args.timeout)
         except Exception as e:
-            status = _fail(f"describe configs of {name!r}: {e}")
+            status = _fail(f"describe configs of {name!r}: {options.error_text(e)}")
             configs = {}
         overrides = ",".join(
             f"{k}={v.value}" for k, v in sorted(configs.items())
@@ -152,7 +150,7 @@ def cmd_create(args: argparse.Namespace) -> int:
         admin.create_topics([new], request_timeout=args.timeout)[args.topic].result(
             timeout=args.timeout)
     except Exception as e:
-        return _fail(f"create {args.topic!r}: {e}")
+        return _fail(f"create {args.topic!r}: {options.error_text(e)}")
     print(f"Created topic {args.topic}.")
     return 0
 
@@ -180,7 +178,7 @@ def cmd_alter_config(args: argparse.Namespace) -> int:
     try:
         admin.incremental_alter_configs([res])[res].result(timeout=args.timeout)
     except Exception as e:
-        return _fail(f"alter configs of {args.topic!r}: {e}")
+        return _fail(f"alter configs of {args.topic!r}: {options.error_text(e)}")
     print(f"Completed updating config for topic {args.topic}.")
     return 0
 
@@ -194,5 +192,5 @@ def cmd_delete(args: argparse.Namespace) -> int:
             fut.result(timeout=args.timeout)
             print(f"Deleted topic {name}.")
         except Exception as e:
-            status = _fail(f"delete {name!r}: {e}")
+            status = _fail(f"delete {name!r}: {options.error_text(e)}")
     return status

@@ -27,7 +27,7 @@ from typing import Any
 
 from odradek.protocol import api
 
-from . import client_config
+from . import client_config, options
 from .connection import Connection, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {  # the version each request is sent in (all within odradek's ranges)
@@ -44,7 +44,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "transactions", help="list, describe and abort transactions",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap-server", default="127.0.0.1:9092")
+    options.add_bootstrap_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     sub = parser.add_subparsers(dest="action", required=True)

@@ -31,10 +31,9 @@ from typing import Any
 
 from odradek.security import scram
 
-from . import client_config
+from . import client_config, options
 from .connection import with_login_check
 
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
 
 _ENTRY = re.compile(r"\s*([A-Za-z0-9-]+)\s*=\s*\[([^\]]*)\]\s*(?:,|$)")
@@ -113,8 +112,9 @@ def _kafka_error() -> type[Exception]:
 def _admin(args: argparse.Namespace) -> Any:
     from confluent_kafka.admin import AdminClient  # imported late: keeps --help fast
 
-    return AdminClient({"bootstrap.servers": args.bootstrap_server,
-                        **client_config.librdkafka_settings(args.command_config)})
+    return options.serve_logs(AdminClient({"bootstrap.servers": args.bootstrap_server,
+                        **client_config.librdkafka_settings(args.command_config),
+                        **options.librdkafka_logging()}))
 
 
 def _mechanism_enum(name: str) -> Any:
@@ -147,15 +147,15 @@ def cmd_upsert(args: argparse.Namespace) -> int:
     from confluent_kafka.admin import ScramCredentialInfo, UserScramCredentialUpsertion
 
     upserts = []
-    for mechanism, options in parse_scram_specs(args.add_config):
-        if "password" not in options:
+    for mechanism, spec in parse_scram_specs(args.add_config):
+        if "password" not in spec:
             raise ScramSpecError(f"{mechanism}: a password is required (password=...)")
-        iterations, salt, _ = salted_upsertion(mechanism, options)
+        iterations, salt, _ = salted_upsertion(mechanism, spec)
         # librdkafka salts and hashes the password itself (PBKDF2, here with our
         # fresh salt): what is sent is the salted password, never the password
         upserts.append(UserScramCredentialUpsertion(
             args.user, ScramCredentialInfo(_mechanism_enum(mechanism), iterations),
-            options["password"].encode(), salt))
+            spec["password"].encode(), salt))
     return _alter(args, upserts)
 
 
@@ -201,8 +201,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "users", help="SCRAM users: describe, upsert, delete (kafka-configs --entity-type users)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP,
-                        help="host:port of a broker (default: %(default)s)")
+    options.add_bootstrap_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help="seconds to wait for the broker (default: %(default)s)")

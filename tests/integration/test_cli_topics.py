@@ -42,3 +42,27 @@ def test_errors_are_clear(broker, topic_name):
     assert r.returncode == 1 and "does not exist" in r.stderr
     r = _run(broker, "create", topic_name, "--config", "novalue")
     assert r.returncode == 2 and "KEY=VALUE" in r.stderr
+
+
+def _odradek(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    import os
+
+    return subprocess.run([sys.executable, "-m", "odradek", *args], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, **(env or {})})
+
+
+def test_flags_anywhere_and_brokers_from_the_environment(broker, topic_name):
+    # Kafka's tools and rpk take flags after the action; so does odradek
+    r = _odradek("topics", "create", topic_name, "--partitions", "2",
+                 "--bootstrap-server", broker.bootstrap, "--timeout", "10")
+    assert r.returncode == 0, r.stderr
+    r = _odradek("topics", "describe", topic_name, "-b", broker.bootstrap)
+    assert r.returncode == 0, r.stderr
+    assert f"Topic: {topic_name}\tPartitionCount: 2" in r.stdout
+    # no flag at all: $ODRADEK_BROKERS, as rpk reads $RPK_BROKERS
+    r = _odradek("topics", "list", env={"ODRADEK_BROKERS": broker.bootstrap})
+    assert r.returncode == 0, r.stderr
+    assert topic_name in r.stdout.split()
+    r = _odradek("groups", "list", "--bootstrap-server", broker.bootstrap)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("GROUP")
