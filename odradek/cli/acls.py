@@ -36,7 +36,7 @@ from odradek.security.resources import (
     ResourceType,
 )
 
-from . import client_config, options
+from . import client_config, options, output
 from .connection import Connection
 
 K = api.ApiKey
@@ -66,6 +66,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "acls", help="add, list and remove ACLs (kafka-acls.sh's flags)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_bootstrap_argument(parser)
+    output.add_format_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -210,6 +211,13 @@ def _list(args: argparse.Namespace, conn: Connection, resources: list[Resource])
         for principal in principals:
             for key, entries in _describe(conn, res, principal).items():
                 found[key].update(entries)
+    if output.is_json(args):  # one object per ACL binding
+        output.print_json([
+            {"resource_type": key[0].name, "resource_name": key[1],
+             "pattern_type": key[2].name, "principal": e[0], "host": e[1],
+             "operation": e[2].name, "permission_type": e[3].name}
+            for key in sorted(found) for e in sorted(found[key], key=show_entry)])
+        return 0
     for key in sorted(found):
         _print_acls("Current ACLs", key, sorted(found[key], key=show_entry))
     return 0

@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import client_config, options
+from . import client_config, options, output
 from .connection import with_login_check
 
 DEFAULT_TIMEOUT_S = 15.0
@@ -38,6 +38,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     options.add_bootstrap_argument(parser)
+    output.add_format_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument(
         "--timeout",
@@ -107,12 +108,6 @@ def _admin(args: argparse.Namespace) -> Any:
             **options.librdkafka_logging(),
         }
     ))
-
-
-def _table(rows: list[list[Any]], header: list[str]) -> str:
-    cells = [header] + [["-" if v is None else str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
 
 
 def _error(message: str) -> int:
@@ -198,7 +193,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         [g.group_id, _state_name(g.state), getattr(getattr(g, "type", None), "name", "-").lower()]
         for g in result.valid
     )
-    print(_table(rows, ["GROUP", "STATE", "TYPE"]))
+    output.print_table(args, rows, ["GROUP", "STATE", "TYPE"])
     for err in result.errors:  # some brokers answered, some did not
         print(f"odradek groups: a broker did not list its groups: {options.error_text(err)}", file=sys.stderr)
     return 1 if result.errors else 0
@@ -219,19 +214,18 @@ def cmd_describe(args: argparse.Namespace) -> int:
         return _error(f"consumer group '{args.group}' does not exist")
     if args.state:
         coordinator = desc.coordinator
-        print(
-            _table(
+        output.print_table(
+            args,
+            [
                 [
-                    [
-                        args.group,
-                        f"{coordinator.host}:{coordinator.port} ({coordinator.id})",
-                        desc.partition_assignor or "-",
-                        _state_name(desc.state),
-                        len(desc.members),
-                    ]
-                ],
-                ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
-            )
+                    args.group,
+                    f"{coordinator.host}:{coordinator.port} ({coordinator.id})",
+                    desc.partition_assignor or None,
+                    _state_name(desc.state),
+                    len(desc.members),
+                ]
+            ],
+            ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"],
         )
         return 0
     if args.members:
@@ -244,10 +238,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
             shown = ",".join(
                 f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in sorted(by_topic.items())
             )
-            rows.append([args.group, m.member_id, m.host, m.client_id, len(tps), shown or "-"])
-        print(
-            _table(rows, ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"])
-        )
+            rows.append([args.group, m.member_id, m.host, m.client_id, len(tps), shown or None])
+        output.print_table(
+            args, rows, ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"])
         return 0
     owners: dict[tuple[str, int], Any] = {}
     for m in desc.members:
@@ -275,23 +268,22 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 owner.client_id if owner else None,
             ]
         )
-    if not desc.members:
+    if not desc.members and not output.is_json(args):
         print(f"Consumer group '{args.group}' has no active members.\n")
-    print(
-        _table(
-            rows,
-            [
-                "GROUP",
-                "TOPIC",
-                "PARTITION",
-                "CURRENT-OFFSET",
-                "LOG-END-OFFSET",
-                "LAG",
-                "CONSUMER-ID",
-                "HOST",
-                "CLIENT-ID",
-            ],
-        )
+    output.print_table(
+        args,
+        rows,
+        [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ],
     )
     return 0
 
@@ -361,9 +353,10 @@ def cmd_reset(args: argparse.Namespace) -> int:
             offset = hi if found < 0 else found
         new[tp] = min(max(offset, lo), hi)  # Kafka clamps to the log's range
     rows = [[args.group, t, p, new[(t, p)]] for t, p in targets]
-    print(_table(rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"]))
+    output.print_table(args, rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"])
     if not args.execute:
-        print("\n(dry run: nothing changed; add --execute to apply)")
+        print("\n(dry run: nothing changed; add --execute to apply)",
+              file=sys.stderr if output.is_json(args) else sys.stdout)
         return 0
     request = ConsumerGroupTopicPartitions(
         args.group, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())]

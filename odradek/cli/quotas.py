@@ -25,7 +25,7 @@ from typing import Any
 from odradek.metadata import client_quotas as Q
 from odradek.protocol import api
 
-from . import client_config, options
+from . import client_config, options, output
 from .connection import Connection, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {api.ApiKey.DESCRIBE_CLIENT_QUOTAS: 1, api.ApiKey.ALTER_CLIENT_QUOTAS: 1}
@@ -36,6 +36,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "quotas", help="describe and alter client quotas (users, client ids, ips)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_bootstrap_argument(parser)
+    output.add_format_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -120,7 +121,11 @@ def _describe(args: argparse.Namespace) -> int:
         for entry in resp.entries or ():
             ent = Q.entity_of([(x.entity_type, x.entity_name) for x in entry.entity])
             seen[ent] = {v.key: float(v.value) for v in entry.values}
-    for ent in sorted(seen, key=lambda e: [(t, n or "") for t, n in e]):
+    ordered = sorted(seen, key=lambda e: [(t, n or "") for t, n in e])
+    if output.is_json(args):  # entity: {"user": name or null (the default), ...}
+        output.print_json([{"entity": dict(ent), "quotas": seen[ent]} for ent in ordered])
+        return 0
+    for ent in ordered:
         values = ", ".join(f"{k}={_number(v)}" for k, v in sorted(seen[ent].items()))
         print(f"Quota configs for {_show(ent)} are {values}")
     return 0

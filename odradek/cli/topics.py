@@ -19,7 +19,7 @@ import argparse
 import sys
 from typing import Any
 
-from . import client_config, options
+from . import client_config, options, output
 from .connection import with_login_check
 
 DEFAULT_TIMEOUT_S = 15.0
@@ -34,6 +34,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     options.add_bootstrap_argument(parser)
+    output.add_format_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help="seconds to wait for the broker (default: %(default)s)")
@@ -98,6 +99,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         md = _admin(args).list_topics(timeout=args.timeout)
     except Exception as e:  # confluent-kafka raises KafkaException for broker trouble
         return _fail(f"cannot reach {args.bootstrap_server}: {options.error_text(e)}")
+    if output.is_json(args):
+        output.print_json(sorted(md.topics))
+        return 0
     for name in sorted(md.topics):
         print(name)
     return 0
@@ -113,6 +117,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         return _fail(f"cannot reach {args.bootstrap_server}: {options.error_text(e)}")
     names = args.topics or sorted(md.topics)
     status = 0
+    described: list[dict[str, Any]] = []
     for name in names:
         topic = md.topics.get(name)
         if topic is None or topic.error is not None:
@@ -129,12 +134,24 @@ def cmd_describe(args: argparse.Namespace) -> int:
             if int(getattr(v.source, "value", v.source)) == DYNAMIC_TOPIC_CONFIG
         )
         rf = len(topic.partitions[0].replicas) if topic.partitions else 0
+        partitions = sorted(topic.partitions.values(), key=lambda p: p.id)
+        if output.is_json(args):
+            described.append({
+                "topic": name, "partition_count": len(partitions), "replication_factor": rf,
+                "configs": {k: v.value for k, v in sorted(configs.items())
+                            if int(getattr(v.source, "value", v.source)) == DYNAMIC_TOPIC_CONFIG},
+                "partitions": [{"partition": p.id, "leader": p.leader,
+                                "replicas": list(p.replicas), "isr": list(p.isrs)}
+                               for p in partitions]})
+            continue
         print(f"Topic: {name}\tPartitionCount: {len(topic.partitions)}\t"
               f"ReplicationFactor: {rf}\tConfigs: {overrides}")
-        for p in sorted(topic.partitions.values(), key=lambda p: p.id):
+        for p in partitions:
             print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
                   f"Replicas: {','.join(map(str, p.replicas))}\t"
                   f"Isr: {','.join(map(str, p.isrs))}")
+    if output.is_json(args):
+        output.print_json(described)
     return status
 
 

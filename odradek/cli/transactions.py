@@ -27,7 +27,7 @@ from typing import Any
 
 from odradek.protocol import api
 
-from . import client_config, options
+from . import client_config, options, output
 from .connection import Connection, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {  # the version each request is sent in (all within odradek's ranges)
@@ -45,6 +45,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "transactions", help="list, describe and abort transactions",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_bootstrap_argument(parser)
+    output.add_format_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     sub = parser.add_subparsers(dest="action", required=True)
@@ -77,12 +78,6 @@ def _error(message: str) -> int:
     return 1
 
 
-def _table(rows: list[list[Any]], header: list[str]) -> str:
-    cells = [header] + [[str(v) for v in row] for row in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    return "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells)
-
-
 def _brokers(conn: Connection) -> list[tuple[int, str]]:
     md = conn.call(api.ApiKey.METADATA, {
         "topics": [], "allow_auto_topic_creation": False,
@@ -109,8 +104,8 @@ def _list(args: argparse.Namespace) -> int:
                      for t in resp.transaction_states]
     finally:
         boot.close()
-    print(_table(sorted(rows), ["TransactionalId", "Coordinator", "ProducerId",
-                                "TransactionState"]))
+    output.print_table(args, sorted(rows), ["TransactionalId", "Coordinator", "ProducerId",
+                                            "TransactionState"])
     return 0
 
 
@@ -135,12 +130,13 @@ def _describe(args: argparse.Namespace) -> int:
     start_ms = t["start_ms"]
     now_ms = int(time.time() * 1000)
     partitions = ",".join(f"{topic}-{p}" for topic, ps in t["topics"] for p in ps)
-    print(_table([[found.node_id, t["transactional_id"], t["producer_id"], t["producer_epoch"],
+    output.print_table(args, [[found.node_id, t["transactional_id"], t["producer_id"], t["producer_epoch"],
                    t["state"], t["timeout_ms"], start_ms,
-                   now_ms - start_ms if start_ms > 0 else -1, partitions or "None"]],
+                   now_ms - start_ms if start_ms > 0 else -1,
+                   partitions or (None if output.is_json(args) else "None")]],
                  ["CoordinatorId", "TransactionalId", "ProducerId", "ProducerEpoch",
                   "TransactionState", "TransactionTimeoutMs", "CurrentTransactionStartTimeMs",
-                  "TransactionDurationMs", "TopicPartitions"]))
+                  "TransactionDurationMs", "TopicPartitions"])
     return 0
 
 

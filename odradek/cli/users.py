@@ -31,7 +31,7 @@ from typing import Any
 
 from odradek.security import scram
 
-from . import client_config, options
+from . import client_config, options, output
 from .connection import with_login_check
 
 DEFAULT_TIMEOUT_S = 15.0
@@ -136,6 +136,13 @@ def cmd_describe(args: argparse.Namespace) -> int:
             except _kafka_error() as e:  # the broker's per-user error, e.g. no such user
                 print(f"{user}: {e}", file=sys.stderr)
                 return 1
+    if output.is_json(args):
+        output.print_json([
+            {"user": user, "credentials": [
+                {"mechanism": i.mechanism.name.replace("_", "-"), "iterations": i.iterations}
+                for i in d.scram_credential_infos]}
+            for user, d in sorted(described.items())])
+        return 0
     for user, d in sorted(described.items()):
         infos = ", ".join(f"{i.mechanism.name.replace('_', '-')}(iterations={i.iterations})"
                           for i in d.scram_credential_infos)
@@ -202,6 +209,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "users", help="SCRAM users: describe, upsert, delete (kafka-configs --entity-type users)",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_bootstrap_argument(parser)
+    output.add_format_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S,
                         help="seconds to wait for the broker (default: %(default)s)")

@@ -110,3 +110,16 @@ def test_usage_errors_and_refusals(secured: BrokerProcess) -> None:
     assert out.returncode == 0, out.stderr
     out = acls_cli(secured, "--add", "--allow-principal", "User:a", "--topic", "t")
     assert out.returncode == 1 and "CLUSTER_AUTHORIZATION_FAILED" in out.stderr
+
+
+def test_list_as_json(secured: BrokerProcess) -> None:
+    import json
+
+    out = acls_cli(secured, "--add", "--allow-principal", "User:bob", "--operation", "Write",
+                   "--topic", "payments")
+    assert out.returncode == 0, out.stderr
+    out = acls_cli(secured, "--list", "--topic", "payments", "-o", "json")
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [{
+        "resource_type": "TOPIC", "resource_name": "payments", "pattern_type": "LITERAL",
+        "principal": "User:bob", "host": "*", "operation": "WRITE", "permission_type": "ALLOW"}]
