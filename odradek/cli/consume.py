@@ -16,7 +16,7 @@ import sys
 import time
 from typing import Any
 
-from . import client_config, options
+from . import client_config, options, progress
 from .connection import with_login_check
 
 
@@ -81,6 +81,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
                 OFFSET_BEGINNING if args.from_beginning else OFFSET_END)
             consumer.assign([TopicPartition(args.topic, p, start) for p in partitions])
         count = 0
+        bar = progress.Progress("consume", args.max_messages, "messages",
+                                enabled=progress.wanted(quiet_output=False))
         idle_since = time.monotonic()
         while args.max_messages is None or count < args.max_messages:
             msg = consumer.poll(0.2)
@@ -107,6 +109,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
             parts.append(_text(msg.value()))
             print("\t".join(parts), flush=True)
             count += 1
+            bar.update(count)
+        bar.close()
         print(f"Processed a total of {count} messages", file=sys.stderr)
         return 0
     finally:

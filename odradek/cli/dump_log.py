@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from odradek.cli import progress
 from odradek.protocol.records import (
     BATCH_OVERHEAD,
     MAGIC_V2,
@@ -118,7 +119,10 @@ def run(args: argparse.Namespace) -> int:
     if not paths:
         print("odradek: error: --files names no file", file=sys.stderr)
         return 2
-    for path in paths:
+    bar = progress.Progress("dump-log", len(paths), "files", enabled=len(paths) > 1
+                            and progress.wanted(quiet_output=quiet))
+    for done, path in enumerate(paths):
+        bar.update(done, path.name)
         try:
             if path.suffix == ".log":
                 if args.verify_index_only or args.index_sanity_check:
@@ -134,8 +138,10 @@ def run(args: argparse.Namespace) -> int:
             else:
                 print(f"Ignoring unknown file {path}", file=sys.stderr)
         except OSError as e:
+            bar.close()
             print(f"odradek: error: cannot read {path}: {e.strerror or e}", file=sys.stderr)
             return 2
+    bar.close()
     for line in problems.lines:
         print(line, file=out)
     if quiet and not problems.lines:

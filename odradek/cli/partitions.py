@@ -26,12 +26,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Iterable
 from typing import Any
 
 from odradek.protocol import api
 
-from . import client_config, options
+from . import client_config, options, progress
 from .connection import Connection
 
 VERSIONS: dict[int, int] = {
@@ -84,6 +85,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--execute", action="store_true")
     mode.add_argument("--verify", action="store_true")
+    p.add_argument(
+        "--wait", action="store_true",
+        help="with --verify: check again every second until every listed reassignment "
+             "has completed, showing how many have (then verify as usual)",
+    )
     mode.add_argument("--cancel", action="store_true")
     p.set_defaults(handler=_reassign)
     return parser
@@ -317,6 +323,14 @@ def _verify(
     conn: Connection, targets: dict[TopicPartition, list[int]], args: argparse.Namespace
 ) -> int:
     ongoing = _ongoing(conn, targets, args.timeout)
+    if args.wait and ongoing:
+        bar = progress.Progress("reassign", len(targets), "partitions",
+                                enabled=progress.wanted(quiet_output=True))
+        while ongoing:
+            bar.update(len(targets) - len(ongoing), force=True)
+            time.sleep(1.0)
+            ongoing = _ongoing(conn, targets, args.timeout)
+        bar.close()
     current, _ = _current(conn, {t for t, _ in targets})
     print("Status of partition reassignment:")
     done = True

@@ -152,7 +152,7 @@ def _cli(cluster: ClusterProcesses, json_file: Path, *args: str) -> str:
         check=False,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
     )
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
@@ -256,6 +256,10 @@ def test_a_throttled_move_under_acks_all_keeps_every_record_and_drops_the_old_re
         for res in resources:  # librdkafka takes one BROKER resource a call
             [f] = admin.incremental_alter_configs([res]).values()
             f.result(timeout=15)
+        # --verify --wait returns only once the move is done (checking every second)
+        waited = _cli(cluster, plan, "--verify", "--wait", "--preserve-throttles")
+        assert f"Reassignment of partition {topic}-0 is completed." in waited
+        assert _ongoing(cluster) == {}
         view = cluster.wait_for_partition(
             topic, 0, lambda v: v.replicas == (2, 3), "moved to brokers 2 and 3", timeout_s=90
         )
