@@ -172,9 +172,13 @@ class Broker:
 
     def _validate_topic_configs(self, configs: Any) -> str | None:
         try:
-            validate_topic_configs(configs)
+            parsed = validate_topic_configs(configs)
         except InvalidConfig as e:
             return str(e)
+        if parsed.get("remote.storage.enable") is True \
+                and not self.config.get("remote.log.storage.system.enable"):
+            return ("Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                    "configured with remote log storage (remote.storage.enable).")
         return None
 
     def _topic_config_default(self, name: str) -> str | None:
