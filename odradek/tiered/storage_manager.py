@@ -34,7 +34,7 @@ from .metadata_records import (
     uuid_to_b64,
 )
 
-__all__ = ["LocalSegmentFiles", "RateLimiter", "RemoteStorageManager", "SUFFIXES"]
+__all__ = ["SUFFIXES", "LocalSegmentFiles", "RateLimiter", "RemoteStorageManager"]
 
 SUFFIXES = ("index", "timeindex", "txnindex", "snapshot", "leader-epoch-checkpoint", "log")
 MARKER = "metadata"
