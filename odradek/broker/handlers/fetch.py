@@ -29,8 +29,8 @@ from ..fetch_session import (
     SessionPartition,
 )
 from ..services import FetchServices
-from .remote_fetch import TIERED_OFFSETS, RemoteWanted, read_remote, tiered_offset
 from . import authz
+from .remote_fetch import TIERED_OFFSETS, RemoteWanted, read_remote, tiered_offset
 
 if TYPE_CHECKING:
     from ...replication.replica_manager import Partition
