@@ -52,6 +52,7 @@ from .metadata_records import (
 )
 from .settings import RemoteTierSettings
 from .storage_manager import LocalSegmentFiles, RemoteStorageManager
+import itertools
 
 __all__ = ["HostedPartition", "PartitionTier", "RemoteLogManager"]
 
@@ -185,7 +186,7 @@ class RemoteLogManager:
         if self._publish is not None:
             try:
                 await self._publish(rec)
-            except Exception as e:  # the store is the source of truth; the topic a log
+            except Exception as e:  # noqa: BLE001 - the store's markers stay the truth
                 log.warning("cannot publish remote log metadata %s: %s", rec, e)
 
     # -- one pass ------------------------------------------------------------------------
@@ -234,11 +235,11 @@ class RemoteLogManager:
     async def _copy_segments(self, part: HostedPartition, tier: PartitionTier) -> None:
         plog = part.log
         segments = plog.segments
-        for seg, nxt in zip(segments, segments[1:]):
+        for seg, nxt in itertools.pairwise(segments):
             end = nxt.base_offset - 1
             if end <= plog.highest_remote_offset or seg.size_bytes == 0:
                 continue
-            if end >= plog.last_stable_offset or not part.leader == self.node_id:
+            if end >= plog.last_stable_offset or part.leader != self.node_id:
                 break
             await self._copy_one(part, tier, seg, nxt.base_offset)
             self._publish_offsets(plog, tier)

@@ -53,7 +53,7 @@ async def read_remote(reader: RemoteReader, answers: list[dict[str, Any]],
                                     read_committed)
         except TimeoutError:
             return
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any store error answers this partition
             log.warning("remote read of %s-%d at %d failed: %s", w.topic, w.partition,
                         w.offset, e)
             answer["error_code"] = E.KAFKA_STORAGE_ERROR
