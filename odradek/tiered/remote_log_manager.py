@@ -31,6 +31,7 @@ loop only computes and publishes.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 import uuid
@@ -52,7 +53,6 @@ from .metadata_records import (
 )
 from .settings import RemoteTierSettings
 from .storage_manager import LocalSegmentFiles, RemoteStorageManager
-import itertools
 
 __all__ = ["HostedPartition", "PartitionTier", "RemoteLogManager"]
 
