@@ -116,7 +116,7 @@ class RemoteLogManager:
         self.node_id = node_id
         self._partitions = partitions
         self._topic_exists = topic_exists
-        self._publish = publish
+        self.publish = publish  # the metadata topic's publisher (broker/remote_metadata.py)
         self._clock_ms = clock_ms
         self.rsm = RemoteStorageManager(settings.url, settings.fs_options,
                                         settings.copy_max_bytes_per_second,
@@ -183,9 +183,9 @@ class RemoteLogManager:
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
     async def _emit(self, rec: MetadataRecord) -> None:
-        if self._publish is not None:
+        if self.publish is not None:
             try:
-                await self._publish(rec)
+                await self.publish(rec)
             except Exception as e:  # noqa: BLE001 - the store's markers stay the truth
                 log.warning("cannot publish remote log metadata %s: %s", rec, e)
 
@@ -194,14 +194,13 @@ class RemoteLogManager:
         try:
             leader = part.leader == self.node_id
             if not tier.loaded or not leader:
-                tier.segments = await self._run(self.expirer, self.rsm.list_segments, tier.tip)
+                tier.segments, orphans = await self._run(self.expirer, self.rsm.scan,
+                                                         tier.tip)
                 tier.loaded = True
-                if leader:
-                    orphans = await self._run(self.expirer, self.rsm.orphans, tier.tip)
-                    if orphans:
-                        log.info("%s: removing %d object(s) of copies cut short",
-                                 tier.tip, len(orphans))
-                        await self._run(self.expirer, self.rsm.delete_paths, orphans)
+                if leader and orphans:
+                    log.info("%s: removing %d object(s) of copies cut short",
+                             tier.tip, len(orphans))
+                    await self._run(self.expirer, self.rsm.delete_paths, orphans)
             self._publish_offsets(part.log, tier)
             if leader and not part.log.config.remote_log_copy_disable:
                 await self._copy_segments(part, tier)
