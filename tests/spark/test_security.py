@@ -23,16 +23,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import (
-    AdminClient,
-    NewTopic,
-    ScramCredentialInfo,
-    ScramMechanism,
-    UserScramCredentialUpsertion,
-)
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.spark.options import OdradekOptionError, parse_sink_options
 from tests.integration.broker_proc import HOST, REPO_ROOT, BrokerProcess, free_port
+from tests.integration.clients import upsert_scram
 from tests.integration.tls_certs import PASSWORD, TlsFiles
 from tests.spark.conftest import SPARK_TIMEOUT_S
 
@@ -93,11 +88,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
     s = SecuredBroker(tmp_path_factory.mktemp("spark-sasl-ssl"))
     s.broker.start()
     try:
-        admin = AdminClient(s.admin_conf())
-        upsert = UserScramCredentialUpsertion(
-            USER, ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), USER_PASSWORD.encode())
-        for f in admin.alter_user_scram_credentials([upsert]).values():
-            f.result(timeout=30)
+        upsert_scram(s.admin_conf(), USER, USER_PASSWORD)
         yield s
     finally:
         s.broker.stop()
