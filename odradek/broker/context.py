@@ -22,6 +22,7 @@ from ..security.resources import (
     ResourceType,
 )
 from ..security.sasl import SaslSession
+from .quotas import MutationQuota
 
 _ALLOW_ALL = AllowAll()
 
@@ -44,6 +45,9 @@ class RequestContext:
     # on one of controller.listener.names (or an in-process call): only here
     # are KRaft's requests (Vote, __cluster_metadata fetches, ...) served
     controller_listener: bool = True
+    # CreateTopics, DeleteTopics, CreatePartitions: the controller mutation quota
+    # (KIP-599) that applies to the request's user and client id, set by the pipeline
+    mutation_quota: MutationQuota | None = None
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:

@@ -68,6 +68,7 @@ from .context import RequestContext
 from .handlers.cluster import replica_id_of
 from .quotas import (
     CONSUMER_BYTE_RATE,
+    MUTATION_STRICT_SINCE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
     QuotaManager,
@@ -166,7 +167,7 @@ class RequestPipeline:
             return CLOSE
         ctx = self._context(header, conn)
         if spec.forwarded and self._forwards(conn):
-            return await self._forward(spec, header, frame, ctx)
+            return await self._forward(spec, header, frame, ctx, conn)
         return await self._serve(spec, header, request, ctx, conn, len(frame))
 
     async def _serve(self, spec: ApiSpec, header: RequestHeader, request: Any,
@@ -176,6 +177,8 @@ class RequestPipeline:
             return self._denial(spec, header, request)
         if spec.key == api.ApiKey.ENVELOPE:
             return await self._unwrap(header, request, ctx, conn)
+        if spec.key in MUTATION_STRICT_SINCE:
+            self._mutation_quota(spec, ctx)
         try:
             handler_started = time.perf_counter()
             data = await spec.handler(self.services, ctx, request)
@@ -253,7 +256,7 @@ class RequestPipeline:
         return self.host.forwarder is not None and not self.host.is_active_controller
 
     async def _forward(self, spec: ApiSpec, header: RequestHeader, frame: bytes,
-                       ctx: RequestContext) -> Any:
+                       ctx: RequestContext, conn: Connection | None) -> Any:
         """KIP-590: the request goes to the active controller in an Envelope that
         names the client's principal and address; the controller authorizes it as
         the client. The EnvelopeResponse holds the answer frame (header included,
@@ -299,6 +302,10 @@ class RequestPipeline:
             return self._encode(header, entities.error_response(
                 cls, UNKNOWN_SERVER_ERROR, "The controller refused the forwarded request."))
         data = bytes(response.response_data)
+        if conn is not None and spec.key in MUTATION_STRICT_SINCE:
+            throttle_ms = forwarded_throttle_ms(header, data)
+            if throttle_ms > 0:  # the controller's mutation quota (KIP-599)
+                conn.throttle(throttle_ms)
         return struct.pack(">i", len(data)) + data
 
     async def _unwrap(self, header: RequestHeader, request: Any, ctx: RequestContext,
@@ -404,6 +411,17 @@ class RequestPipeline:
         data = entities.error_response(cls, CLUSTER_AUTHORIZATION_FAILED, message)
         return self._encode(header, data)
 
+    def _mutation_quota(self, spec: ApiSpec, ctx: RequestContext) -> None:
+        """KIP-599: the controller mutation quota the handler spends (here, where
+        the controller decides: a forwarded request is counted by the controller,
+        as the client the Envelope names)."""
+        quotas = self.host.client_quotas
+        if quotas:
+            user = ctx.principal.name if ctx.principal.type == "User" else ""
+            ctx.mutation_quota = self.quotas.mutation_quota(
+                quotas, user, ctx.client_id or "",
+                strict=ctx.api_version >= MUTATION_STRICT_SINCE[spec.key])
+
     def _throttle(self, spec: ApiSpec, ctx: RequestContext, conn: Connection | None,
                   request: Any, request_bytes: int, response_bytes: int,
                   handler_s: float) -> int:
@@ -411,12 +429,14 @@ class RequestPipeline:
         against the quotas that apply to its user and client id; the throttle
         time, for which the connection is muted after the answer (KIP-219)."""
         quotas = self.host.client_quotas
+        mutation = ctx.mutation_quota.throttle_ms if ctx.mutation_quota is not None else 0
         if not quotas or conn is None or spec.controller or spec.before_auth:
-            return 0
+            return mutation  # forwarded: the relaying broker mutes its client
         user = ctx.principal.name if ctx.principal.type == "User" else ""
         client_id = ctx.client_id or ""
         record = self.quotas.record
         throttle = record(quotas, REQUEST_PERCENTAGE, user, client_id, handler_s * 100.0)
+        throttle = max(throttle, mutation)
         if spec.key == api.ApiKey.PRODUCE:
             throttle = max(throttle, record(quotas, PRODUCER_BYTE_RATE, user, client_id,
                                             request_bytes))
@@ -453,6 +473,24 @@ def api_version_entries() -> list[dict[str, int]]:
         {"api_key": k, "min_version": lo, "max_version": hi}
         for k, (lo, hi) in sorted(api.SUPPORTED_VERSIONS.items())
     ]
+
+
+def forwarded_throttle_ms(header: RequestHeader, data: bytes) -> int:
+    """throttle_time_ms of a forwarded CreateTopics (v2+), DeleteTopics (v1+) or
+    CreatePartitions answer: the body's first field, after the response header
+    (correlation id, and for flexible versions an empty tagged-field list)."""
+    key, version = header.api_key, header.api_version
+    if (key, version) in ((api.ApiKey.CREATE_TOPICS, 0), (api.ApiKey.CREATE_TOPICS, 1),
+                          (api.ApiKey.DELETE_TOPICS, 0)):
+        return 0
+    at = 4
+    if api.response_header_version(key, version) >= 1:
+        if data[at:at + 1] != b"\x00":
+            return 0  # header tags: none are sent today
+        at += 1
+    if len(data) < at + 4:
+        return 0
+    return int(struct.unpack_from(">i", data, at)[0])
 
 
 def _size(answer: Any) -> int:

@@ -15,6 +15,18 @@ The rate is measured as Kafka's `Rate` over `quota.window.num` windows of
 with a throttle time, `(observed - quota) / quota * window`, and the broker mutes
 the connection for that long (KIP-219). Only request time is bounded, at one
 window, as Kafka's request quota manager does.
+
+`controller_mutation_rate` (KIP-599) is a token bucket instead, as Kafka's
+ControllerMutationQuotaManager keeps it: credits grow at the quota's rate up to
+a burst of `quota * (samples - 1) * window`; CreateTopics, CreatePartitions and
+DeleteTopics spend one credit per partition created or deleted, and may drive
+the credits below zero. `MutationQuota` is one request's view of it (the
+controller calls `admit(partitions)` per topic): strict (CreateTopics v6+,
+DeleteTopics v5+, CreatePartitions v3+) refuses a topic while the credits are
+below zero, which the handler answers THROTTLING_QUOTA_EXCEEDED, with the time
+the credits need to get back to zero as throttle_time_ms; permissive (older
+versions, whose clients know no such error) admits every topic and answers the
+throttle time only.
 """
 
 from __future__ import annotations
@@ -34,8 +46,15 @@ from ..metadata.client_quotas import (
     entity,
 )
 
-__all__ = ["CONSUMER_BYTE_RATE", "CONTROLLER_MUTATION_RATE", "PRODUCER_BYTE_RATE",
-           "REQUEST_PERCENTAGE", "QuotaManager", "applicable", "precedence"]
+__all__ = ["CONSUMER_BYTE_RATE", "CONTROLLER_MUTATION_RATE", "MUTATION_STRICT_SINCE",
+           "PRODUCER_BYTE_RATE", "REQUEST_PERCENTAGE", "MutationQuota", "QuotaManager",
+           "applicable", "precedence"]
+
+# The APIs that spend controller mutation credits, and the version from which
+# they are strict (refuse with THROTTLING_QUOTA_EXCEEDED): Kafka's KafkaApis /
+# ControllerApis `strictSinceVersion`. Keys: CreateTopics 19, DeleteTopics 20,
+# CreatePartitions 37.
+MUTATION_STRICT_SINCE = {19: 6, 20: 5, 37: 3}
 
 # Client ids Kafka never throttles (QuotaConfigs.INTERNAL_CLIENT_ID_PREFIX).
 INTERNAL_CLIENT_ID_PREFIX = "__admin_client"
@@ -120,6 +139,52 @@ def throttle_time_ms(observed: float, bound: float, window_ms: float) -> int:
     return max(0, round((observed - bound) / bound * window_ms))
 
 
+class TokenBucket:
+    """Kafka's TokenBucket stat: credits refill at `rate` per second up to `burst`."""
+
+    __slots__ = ("credits", "last_ms")
+
+    def __init__(self, burst: float, now_ms: float) -> None:
+        self.credits = burst
+        self.last_ms = now_ms
+
+    def refill(self, rate: float, burst: float, now_ms: float) -> None:
+        self.credits = min(burst, self.credits + rate * (now_ms - self.last_ms) / 1000.0)
+        self.last_ms = now_ms
+
+
+class MutationQuota:
+    """One CreateTopics/CreatePartitions/DeleteTopics request's controller mutation
+    quota (Kafka's Strict/PermissiveControllerMutationQuota)."""
+
+    __slots__ = ("bucket", "burst", "clock", "rate", "strict", "throttle_ms")
+
+    def __init__(self, bucket: TokenBucket, rate: float, burst: float, strict: bool,
+                 clock: Callable[[], float]) -> None:
+        self.bucket, self.rate, self.burst = bucket, rate, burst
+        self.strict = strict
+        self.clock = clock
+        self.throttle_ms = 0
+
+    def admit(self, partitions: int) -> bool:
+        """Spend `partitions` credits; False (strict only) if the credits are
+        already below zero: the topic is refused and throttle_ms says how long
+        until they are back to zero."""
+        bucket = self.bucket
+        bucket.refill(self.rate, self.burst, self.clock() * 1000.0)
+        if self.strict and bucket.credits < 0:
+            self._throttle()
+            return False
+        bucket.credits = min(self.burst, bucket.credits - partitions)
+        if not self.strict and bucket.credits < 0:
+            self._throttle()
+        return True
+
+    def _throttle(self) -> None:
+        ms = round(-self.bucket.credits / self.rate * 1000.0) if self.rate > 0 else 2**31 - 1
+        self.throttle_ms = min(2**31 - 1, max(self.throttle_ms, ms))
+
+
 class QuotaManager:
     """The rates of every sensor on this broker and the throttle they call for."""
 
@@ -129,6 +194,7 @@ class QuotaManager:
         self.window_ms = window_s * 1000
         self.clock = clock
         self.rates: dict[tuple[str, str, str], Rate] = {}
+        self.buckets: dict[tuple[str, str, str], TokenBucket] = {}
         self._next_sweep_ms = 0.0
 
     def record(self, quotas: Mapping[Entity, Mapping[str, float]], key: str, user: str,
@@ -154,9 +220,28 @@ class QuotaManager:
             ms = min(ms, self.window_ms)  # Kafka bounds only request time
         return ms
 
+    def mutation_quota(self, quotas: Mapping[Entity, Mapping[str, float]], user: str,
+                       client_id: str, strict: bool) -> MutationQuota | None:
+        """The controller mutation quota of one request, or None if none applies."""
+        if client_id.startswith(INTERNAL_CLIENT_ID_PREFIX):
+            return None
+        applied = applicable(quotas, CONTROLLER_MUTATION_RATE, user, client_id)
+        if applied is None:
+            return None
+        now_ms = self.clock() * 1000.0
+        if now_ms >= self._next_sweep_ms:
+            self._sweep(now_ms)
+        burst = applied.bound * (self.samples - 1) * self.window_ms / 1000.0
+        bucket = self.buckets.get(applied.sensor)
+        if bucket is None:
+            bucket = self.buckets[applied.sensor] = TokenBucket(burst, now_ms)
+        return MutationQuota(bucket, applied.bound, burst, strict, self.clock)
+
     def _sweep(self, now_ms: float) -> None:
         """Forget the rates no request has touched for a whole measuring span
-        (client ids come and go; a default quota must not grow a map forever)."""
+        (client ids come and go; a default quota must not grow a map forever),
+        and the token buckets untouched as long (full again, as a new one starts)."""
         span = self.samples * self.window_ms
         self.rates = {k: r for k, r in self.rates.items() if r.starts and r.starts[-1] > now_ms - span}
+        self.buckets = {k: b for k, b in self.buckets.items() if b.last_ms > now_ms - span}
         self._next_sweep_ms = now_ms + span

@@ -30,11 +30,15 @@ INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_TOPIC_ID = 100
 POLICY_VIOLATION = 44
+THROTTLING_QUOTA_EXCEEDED = 89
+THROTTLED = "The throttling quota has been exceeded."
 
 MAX_TOPIC_NAME_LENGTH = 249
 # Kafka's controller refuses to create more partitions than this in one request.
 MAX_PARTITIONS_PER_REQUEST = 10_000
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
+# KIP-599: may a request create or delete this many partitions now?
+Admit = Callable[[int], bool]
 
 
 @dataclass(slots=True)
@@ -135,8 +139,12 @@ class Controller:
     # -- topics ----------------------------------------------------------------
 
     def create_topics(
-        self, image: MetadataImage, topics: Sequence[NewTopic], validate_only: bool
+        self, image: MetadataImage, topics: Sequence[NewTopic], validate_only: bool,
+        admit: Admit | None = None,
     ) -> tuple[dict[str, Result], list[R.MetadataRecord]]:
+        """`admit(partitions)` (KIP-599's controller mutation quota, if one applies)
+        is asked for each topic that would be created; False refuses it with
+        THROTTLING_QUOTA_EXCEEDED. Not asked for validate_only requests."""
         results: dict[str, Result] = {}
         records: list[R.MetadataRecord] = []
         seen: set[str] = set()
@@ -220,6 +228,9 @@ class Controller:
             if problem:
                 results[t.name] = Result(INVALID_CONFIG, problem)
                 continue
+            if admit is not None and not validate_only and not admit(num_partitions):
+                results[t.name] = Result(THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+                continue
             created_partitions += num_partitions
             topic_id = uuid.uuid4()
             results[t.name] = Result(NONE, None, topic_id, num_partitions, rf)
@@ -235,12 +246,24 @@ class Controller:
         return results, records
 
     def delete_topics(
-        self, image: MetadataImage, names: Sequence[str], ids: Sequence[uuid.UUID]
+        self, image: MetadataImage, names: Sequence[str], ids: Sequence[uuid.UUID],
+        admit: Admit | None = None,
     ) -> tuple[dict[str, Result], dict[uuid.UUID, Result], list[R.MetadataRecord]]:
+        """`admit(partitions)`: as for create_topics, per topic deleted."""
         by_name: dict[str, Result] = {}
         by_id: dict[uuid.UUID, Result] = {}
         records: list[R.MetadataRecord] = []
         removed: set[uuid.UUID] = set()
+
+        def remove(topic_id: uuid.UUID, partitions: int) -> Result:
+            if topic_id in removed:
+                return Result(NONE, None, topic_id)
+            if admit is not None and not admit(partitions):
+                return Result(THROTTLING_QUOTA_EXCEEDED, THROTTLED, topic_id)
+            removed.add(topic_id)
+            records.append(R.remove_topic_record(str(topic_id)))
+            return Result(NONE, None, topic_id)
+
         for name in names:
             topic = image.topics_by_name.get(name)
             if topic is None:
@@ -248,19 +271,13 @@ class Controller:
                     UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
                 )
                 continue
-            by_name[name] = Result(NONE, None, topic.topic_id)
-            if topic.topic_id not in removed:
-                removed.add(topic.topic_id)
-                records.append(R.remove_topic_record(str(topic.topic_id)))
+            by_name[name] = remove(topic.topic_id, len(topic.partitions))
         for tid in ids:
             topic = image.topics_by_id.get(tid)
             if topic is None:
                 by_id[tid] = Result(UNKNOWN_TOPIC_ID, "This server does not host this topic ID.")
                 continue
-            by_id[tid] = Result(NONE, None, tid)
-            if tid not in removed:
-                removed.add(tid)
-                records.append(R.remove_topic_record(str(tid)))
+            by_id[tid] = remove(tid, len(topic.partitions))
         return by_name, by_id, records
 
     def create_partitions(
@@ -268,7 +285,9 @@ class Controller:
         image: MetadataImage,
         requests: Sequence[tuple[str, int, Sequence[Sequence[int]] | None]],
         validate_only: bool,
+        admit: Admit | None = None,
     ) -> tuple[dict[str, Result], list[R.MetadataRecord]]:
+        """`admit(partitions)`: as for create_topics, with the partitions added."""
         results: dict[str, Result] = {}
         records: list[R.MetadataRecord] = []
         for name, count, assignments in requests:
@@ -308,6 +327,9 @@ class Controller:
                 new = [list(a) for a in assignments]
             else:
                 new = self._assign(image, current, count - current, rf)
+            if admit is not None and not validate_only and not admit(count - current):
+                results[name] = Result(THROTTLING_QUOTA_EXCEEDED, THROTTLED)
+                continue
             results[name] = Result(NONE, None, topic.topic_id)
             if validate_only:
                 continue

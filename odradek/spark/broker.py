@@ -16,16 +16,24 @@ the driver). It answers three questions, each with a bounded timeout:
   offset per partition, with Spark's rules for missing partitions and
   timestamps without a matching offset.
 
-`broker_supports_transactions(bootstrap)` asks ApiVersions (v0, raw socket)
-whether the broker serves the transaction APIs; the streaming sink uses it to
-decide whether exactly-once can be switched on.
+`broker_supports_transactions(bootstrap)` asks ApiVersions (v0, raw socket;
+over TLS or SASL a transactional producer's InitProducerId alone) whether the
+broker serves the transaction APIs; the streaming sink uses it to decide
+whether exactly-once can be switched on.
+
+`check_login(bootstrap, kafka)`: with `kafka.security.protocol` SSL, SASL_SSL or
+SASL_PLAINTEXT, the driver logs in once before planning a read or starting a
+write, so a wrong password or an untrusted certificate is an
+`OdradekAuthenticationError` with the broker's reason, not a timeout.
 """
 
 from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Iterable
+from typing import Any
 
 from odradek.spark.options import (
     EARLIEST,
@@ -49,10 +57,60 @@ def client_conf(bootstrap: str, kafka: dict[str, str]) -> ClientConf:
     return {**kafka, "bootstrap.servers": bootstrap}
 
 
+class OdradekAuthenticationError(OdradekOptionError):
+    """The brokers refused the login (SASL or TLS) the kafka.* options describe."""
+
+
+def is_secured(kafka: dict[str, str]) -> bool:
+    return kafka.get("security.protocol", "plaintext").strip().lower() != "plaintext"
+
+
+def check_login(bootstrap: str, kafka: dict[str, str], timeout_s: float = ADMIN_TIMEOUT_S) -> None:
+    """On the driver, before any job: with a SASL or TLS security.protocol, log in once
+    and raise OdradekAuthenticationError with the broker's reason if that is refused.
+    librdkafka retries a refused login for ever and reports it only to error_cb, so a
+    wrong password would otherwise show as a timeout minutes later (or a task hanging
+    in flush). Without security settings there is nothing to check."""
+    if not is_secured(kafka):
+        return
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    refused: list[str] = []
+
+    def on_error(err: KafkaError) -> None:
+        if err.code() in (KafkaError._AUTHENTICATION, KafkaError._SSL,
+                          KafkaError.SASL_AUTHENTICATION_FAILED):
+            refused.append(err.str())
+
+    try:
+        conf: dict[str, Any] = {**client_conf(bootstrap, kafka), "error_cb": on_error}
+        admin = AdminClient(conf)
+    except (KafkaException, ValueError, TypeError) as e:  # librdkafka names the bad property
+        raise OdradekOptionError(f'format("odradek") kafka.* options: {e}') from None
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            admin.list_topics(timeout=1.0)
+            return
+        except KafkaException:
+            pass
+        admin.poll(0)  # serves error_cb
+        if refused:
+            raise OdradekAuthenticationError(
+                f'format("odradek"): the brokers at {bootstrap} refused the login '
+                f"(security.protocol {kafka.get('security.protocol')}, user "
+                f"{kafka.get('sasl.username', '-')}): {refused[0]}; check kafka.sasl.jaas.config "
+                "and kafka.ssl.*")
+        if time.monotonic() > deadline:
+            return  # unreachable rather than refused: the real request reports it
+
+
 class OffsetReader:
     def __init__(self, opts: SourceOptions) -> None:
         from confluent_kafka.admin import AdminClient
 
+        check_login(opts.bootstrap_servers, opts.kafka)
         self.opts = opts
         conf = client_conf(opts.bootstrap_servers, opts.kafka)
         # Consumer-only keys make AdminClient warn; they are checked by the executors' consumers.
@@ -172,7 +230,9 @@ def broker_supports_transactions(
     transactional producer can initialise (InitProducerId with a transactional.id
     finds a transaction coordinator). Advertised APIs alone are not enough: a
     broker may list them while its coordinator is not there yet."""
-    if not advertises_transactions(bootstrap, timeout_s):
+    # The ApiVersions probe is a raw PLAINTEXT socket; over TLS or SASL the
+    # transactional producer below is the whole check.
+    if not is_secured(kafka or {}) and not advertises_transactions(bootstrap, timeout_s):
         return False
     import uuid
 

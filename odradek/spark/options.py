@@ -16,7 +16,9 @@ the timestamp forms, which take precedence in the order `*Timestamp` >
 `*OffsetsByTimestamp` > `*Offsets`; `maxOffsetsPerTrigger`,
 `minOffsetsPerTrigger` + `maxTriggerDelay`; `failOnDataLoss`; `minPartitions`;
 `includeHeaders`. Options prefixed `kafka.` go to librdkafka with the prefix
-removed, except those this source manages itself (`UNSUPPORTED_KAFKA_OPTIONS`).
+removed, except those this source manages itself (`UNSUPPORTED_KAFKA_OPTIONS`)
+and the Java client's security keys (`kafka.security.protocol`, `kafka.sasl.*`,
+`kafka.ssl.*`), which are mapped to librdkafka's (`_security_params`).
 
 Differs from Spark: an option this source does not know is an error (Spark
 ignores it), so a misspelt `startingOffset` does not silently read from latest.
@@ -261,7 +263,33 @@ def _kafka_params(opts: _Opts) -> dict[str, str]:
             raise _err(opts.spelling[key], f"not supported: {UNSUPPORTED_KAFKA_OPTIONS[key]}")
         # librdkafka keys are lower case, so the case-insensitive map loses nothing.
         out[key[len(KAFKA_PREFIX):]] = value
+    if any(k == "security.protocol" or k.startswith(("sasl.", "ssl.")) for k in out):
+        out = _security_params(out, opts)
     return out
+
+
+def _security_params(kafka: dict[str, str], opts: _Opts) -> dict[str, str]:
+    """Kafka client security keys (`kafka.security.protocol`, `kafka.sasl.jaas.config`,
+    `kafka.ssl.truststore.location`, ...) as librdkafka settings, by the mapping the
+    CLI's --command-config uses (security/client_properties.py). Checked here, on the
+    driver: files are read and passwords tried before any job runs. The result is plain
+    strings, so executors get the same settings (PEM and PKCS12 trust stores as inline
+    PEM or a path: the files a path names must exist on the executors too, as with
+    Spark's Kafka connector)."""
+    from odradek.security.client_properties import (
+        HANDLED_KEYS,
+        JAVA_ONLY_KEYS,
+        ConfigError,
+        client_security,
+    )
+
+    try:
+        security = client_security(kafka)
+    except ConfigError as e:
+        name = KAFKA_PREFIX + e.key
+        raise _err(opts.spelling.get(name, name), e.reason) from None
+    rest = {k: v for k, v in kafka.items() if k not in HANDLED_KEYS and k not in JAVA_ONLY_KEYS}
+    return {**security.librdkafka, **rest}
 
 
 def _check_known(opts: _Opts, known: frozenset[str], what: str) -> None:

@@ -57,7 +57,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from odradek.spark.broker import broker_supports_transactions, client_conf
+from odradek.spark.broker import broker_supports_transactions, check_login, client_conf
 from odradek.spark.options import OdradekOptionError, SinkOptions
 
 log = logging.getLogger("odradek.spark")
@@ -214,6 +214,7 @@ def _task_partition_id() -> int:
 
 class OdradekBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions) -> None:
+        check_login(opts.bootstrap_servers, opts.kafka)  # on the driver
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
@@ -254,6 +255,7 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
 
 
 def decide_exactly_once(opts: SinkOptions) -> bool:
+    check_login(opts.bootstrap_servers, opts.kafka)
     if opts.delivery_guarantee == "at-least-once":
         return False
     supported = broker_supports_transactions(opts.bootstrap_servers, opts.kafka)

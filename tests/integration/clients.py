@@ -814,3 +814,21 @@ def fetch_v12(
     [p] = t.partitions
     assert p.partition_index == partition
     return elapsed, p
+
+
+def upsert_scram(admin_conf: dict[str, Any], user: str, password: str,
+                 mechanism: str = "SCRAM-SHA-512", iterations: int = 8192,
+                 timeout: float = 30) -> None:
+    """AlterUserScramCredentials as the admin whose librdkafka settings are `admin_conf`."""
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialUpsertion,
+    )
+
+    kind = ScramMechanism[mechanism.replace("-", "_")]
+    admin = AdminClient(admin_conf)
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(kind, iterations),
+                                          password.encode())
+    for f in admin.alter_user_scram_credentials([upsert]).values():
+        f.result(timeout=timeout)

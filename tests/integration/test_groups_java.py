@@ -8,9 +8,7 @@ group of two, printing a `STEP <name> ok|FAIL` line per step.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,7 @@ import pytest
 
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.test_groups_helpers import start_group_broker
-from tests.integration.test_java_client import COMPILE_TIMEOUT_S, _missing, kafka_jars
+from tests.integration.test_java_client import compile_java
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
@@ -29,20 +27,7 @@ RUN_TIMEOUT_S = 180
 
 @pytest.fixture(scope="module")
 def groups_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    for tool in ("javac", "java"):
-        if shutil.which(tool) is None:
-            _missing(f"{tool} not on PATH (apt-get install default-jdk-headless)")
-    jars = os.pathsep.join(str(j) for j in kafka_jars())
-    out = tmp_path_factory.mktemp("java-groups-classes")
-    result = subprocess.run(
-        ["javac", "-Xlint:none", "-cp", jars, "-d", str(out), str(SOURCE)],
-        capture_output=True,
-        text=True,
-        timeout=COMPILE_TIMEOUT_S,
-        check=False,
-    )
-    assert result.returncode == 0, f"javac failed:\n{result.stdout}\n{result.stderr}"
-    return f"{out}{os.pathsep}{jars}"
+    return compile_java(SOURCE, tmp_path_factory)
 
 
 @pytest.fixture

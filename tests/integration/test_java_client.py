@@ -64,19 +64,25 @@ def kafka_jars() -> list[Path]:
     return jars
 
 
-@pytest.fixture(scope="module")
-def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+def compile_java(source: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """javac `source` against the kafka-clients jars; returns the classpath to run it
+    (skips, or fails in CI, without a JDK or the jars)."""
     for tool in ("javac", "java"):
         if shutil.which(tool) is None:
             _missing(f"{tool} not on PATH (apt-get install default-jdk-headless)")
     jars = os.pathsep.join(str(j) for j in kafka_jars())
-    out = tmp_path_factory.mktemp("java-classes")
+    out = tmp_path_factory.mktemp(f"{source.stem}-classes")
     result = subprocess.run(
-        ["javac", "-Xlint:none", "-cp", jars, "-d", str(out), str(SOURCE)],
+        ["javac", "-Xlint:none", "-cp", jars, "-d", str(out), str(source)],
         capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S, check=False,
     )
     assert result.returncode == 0, f"javac failed:\n{result.stdout}\n{result.stderr}"
     return f"{out}{os.pathsep}{jars}"
+
+
+@pytest.fixture(scope="module")
+def java_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return compile_java(SOURCE, tmp_path_factory)
 
 
 def test_java_client_admin_produce_every_codec_consume_offsets_delete(

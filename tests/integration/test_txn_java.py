@@ -10,15 +10,13 @@ APIs; one `STEP <name> ok|FAIL` line per step.
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.integration.test_java_client import COMPILE_TIMEOUT_S, _missing, kafka_jars
+from tests.integration.test_java_client import compile_java
 from tests.integration.txn_helpers import TXN_BROKER
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
@@ -30,16 +28,7 @@ RECORDS = 3000
 
 @pytest.fixture(scope="module")
 def txn_classpath(tmp_path_factory: pytest.TempPathFactory) -> str:
-    for tool in ("javac", "java"):
-        if shutil.which(tool) is None:
-            _missing(f"{tool} not on PATH (apt-get install default-jdk-headless)")
-    jars = os.pathsep.join(str(j) for j in kafka_jars())
-    out = tmp_path_factory.mktemp("java-txn-classes")
-    result = subprocess.run(["javac", "-Xlint:none", "-cp", jars, "-d", str(out), str(SOURCE)],
-                            capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S,
-                            check=False)
-    assert result.returncode == 0, f"javac failed:\n{result.stdout}\n{result.stderr}"
-    return f"{out}{os.pathsep}{jars}"
+    return compile_java(SOURCE, tmp_path_factory)
 
 
 def test_java_read_process_write_is_exactly_once_across_rebalances(

@@ -111,3 +111,35 @@ def test_more_than_ten_thousand_partitions_in_one_request_is_a_policy_violation(
     assert results["a"].error_code == 0
     assert results["b"].error_code == 44
     assert sum(1 for r in records if r["type"] == R.PARTITION) == 6000
+
+
+def test_the_mutation_quota_admits_topic_by_topic():
+    """KIP-599: the controller asks `admit(partitions)` per topic it would create,
+    grow or delete; a refusal is THROTTLING_QUOTA_EXCEEDED for that topic only.
+    validate_only requests are not counted."""
+    from odradek.metadata.controller import THROTTLING_QUOTA_EXCEEDED
+
+    c = _controller()
+    image = _image_with_broker()
+    asked: list[int] = []
+
+    def admit(n: int) -> bool:
+        asked.append(n)
+        return len(asked) != 2
+
+    topics = [NewTopic(f"t{i}", 3, 1, {}, {}) for i in range(3)]
+    results, _ = c.create_topics(image, topics, True, admit)
+    assert asked == [] and all(r.error_code == 0 for r in results.values())
+    results, records = c.create_topics(image, topics, False, admit)
+    assert [results[f"t{i}"].error_code for i in range(3)] == [0, THROTTLING_QUOTA_EXCEEDED, 0]
+    assert results["t1"].error_message == "The throttling quota has been exceeded."
+    assert asked == [3, 3, 3]
+    image = apply(image, records, 1)
+    asked.clear()
+    grown, _ = c.create_partitions(image, [("t0", 5, None), ("t2", 4, None)], False, admit)
+    assert (grown["t0"].error_code, grown["t2"].error_code) == (0, THROTTLING_QUOTA_EXCEEDED)
+    assert asked == [2, 1]
+    asked.clear()
+    by_name, _, deleted = c.delete_topics(image, ["t0", "t2"], [], admit)
+    assert (by_name["t0"].error_code, by_name["t2"].error_code) == (0, THROTTLING_QUOTA_EXCEEDED)
+    assert asked == [3, 3] and len(deleted) == 1

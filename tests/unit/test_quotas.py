@@ -159,3 +159,27 @@ def test_replay_describe_remove_and_snapshot():
                         (Q.entity(client_id="app"), [Q.Op("producer_byte_rate", 0.0, True)]))
     image = img.apply(image, records, 6)
     assert Q.entity(client_id="app") not in image.client_quotas
+
+
+def test_controller_mutation_quota_is_kafkas_token_bucket():
+    """KIP-599: burst = quota * (samples - 1) * window; strict refuses while the
+    credits are below zero, permissive admits and reports the throttle time."""
+    clock = Clock()
+    manager = QuotaManager(samples=11, window_s=1, clock=clock)
+    quotas = {Q.entity(user="u"): {"controller_mutation_rate": 2.0}}
+    assert manager.mutation_quota(quotas, "v", "c", strict=True) is None  # not covered
+    strict = manager.mutation_quota(quotas, "u", "c", strict=True)
+    assert strict is not None
+    assert strict.admit(15) and strict.admit(10)  # 20 credits -> 5 -> -5
+    assert strict.throttle_ms == 0  # admitted while the credits were not negative
+    assert not strict.admit(1)  # refused: -5 credits at 2/s, 2.5 s to zero
+    assert strict.throttle_ms == 2500
+    clock.now += 1.0  # -3 credits; the same bucket for every request of user u
+    permissive = manager.mutation_quota(quotas, "u", "other-client", strict=False)
+    assert permissive is not None and permissive.admit(1)
+    assert permissive.throttle_ms == 2000  # -4 credits
+    clock.now += 60.0  # refilled to the burst, not beyond
+    later = manager.mutation_quota(quotas, "u", "c", strict=True)
+    assert later is not None and later.admit(20) and later.admit(1) and not later.admit(1)
+    assert manager.mutation_quota(quotas, "u", "__admin_client-1", strict=True) is None
+

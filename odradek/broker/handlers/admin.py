@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from ...metadata.controller import NewTopic, Result
+from ...metadata.controller import Admit, NewTopic, Result
 from ...protocol import errors as E
 from ...security.resources import AclOperation as Op
 from ..context import RequestContext
@@ -16,14 +16,21 @@ from . import authz
 ZERO_UUID = uuid.UUID(int=0)
 
 
+def _admit(ctx: RequestContext) -> Admit | None:
+    """The request's controller mutation quota (KIP-599), if one applies."""
+    return ctx.mutation_quota.admit if ctx.mutation_quota is not None else None
+
+
 async def create_topics(
-    broker: AdminServices, topics: Sequence[NewTopic], validate_only: bool
+    broker: AdminServices, topics: Sequence[NewTopic], validate_only: bool,
+    admit: Admit | None = None,
 ) -> dict[str, Result]:
     if broker.lifecycle is not None and not broker.is_active_controller:
         # a broker-only node, or a standby voter: the active controller decides
         return await broker.lifecycle.create_topics(topics, validate_only)
     async with broker.metadata_lock:
-        results, records = broker.controller.create_topics(broker.image, topics, validate_only)
+        results, records = broker.controller.create_topics(broker.image, topics, validate_only,
+                                                           admit)
         await broker.quorum.commit(records)
     return results
 
@@ -43,7 +50,8 @@ async def handle_create_topics(broker: AdminServices, ctx: RequestContext, req: 
     creatable = ({t.name for t in new_topics} if authz.cluster_allows(ctx, Op.CREATE)
                  else authz.topics_allowed(ctx, Op.CREATE, [t.name for t in new_topics]))
     results = await create_topics(
-        broker, [t for t in new_topics if t.name in creatable], req.validate_only)
+        broker, [t for t in new_topics if t.name in creatable], req.validate_only,
+        _admit(ctx))
     for t in new_topics:
         if t.name not in creatable:
             results[t.name] = Result(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -113,7 +121,8 @@ async def handle_delete_topics(broker: AdminServices, ctx: RequestContext, req: 
         }
     async with broker.metadata_lock:
         image = broker.image
-        by_name, by_id, records = broker.controller.delete_topics(image, names, ids)
+        by_name, by_id, records = broker.controller.delete_topics(image, names, ids,
+                                                                  _admit(ctx))
         await broker.quorum.commit(records)
     responses = []
     for n in names:
@@ -150,8 +159,8 @@ async def handle_create_partitions(
     alterable = authz.topics_allowed(ctx, Op.ALTER, [name for name, _, _ in requests])
     async with broker.metadata_lock:
         results, records = broker.controller.create_partitions(
-            broker.image, [r for r in requests if r[0] in alterable], req.validate_only
-        )
+            broker.image, [r for r in requests if r[0] in alterable], req.validate_only,
+            _admit(ctx))
         await broker.quorum.commit(records)
     for name, _, _ in requests:
         if name not in alterable:
