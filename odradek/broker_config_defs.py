@@ -167,6 +167,32 @@ _DEFS: list[ConfigDef] = [
        "log.retention.bytes).", MEDIUM, at_least(-2)),
     _d("remote.log.storage.system.enable", B, False, "Enable the remote (tiered) storage "
        "system on this broker.", MEDIUM),
+    _d("remote.log.manager.task.interval.ms", L, 30000, "Interval of the tiered-storage "
+       "task of each remote-enabled leader partition (copy, then retention).", MEDIUM,
+       at_least(1)),
+    _d("remote.log.manager.copier.thread.pool.size", I, 10, "Threads that upload segments "
+       "to the remote tier.", MEDIUM, at_least(1)),
+    _d("remote.log.manager.expiration.thread.pool.size", I, 10, "Threads that delete "
+       "expired segments from the remote tier.", MEDIUM, at_least(1)),
+    _d("remote.log.reader.threads", I, 10, "Threads that read the remote tier for fetches.",
+       MEDIUM, at_least(1)),
+    _d("remote.fetch.max.wait.ms", I, 500, "Most time a fetch waits for data read from the "
+       "remote tier.", MEDIUM, at_least(1)),
+    _d("remote.log.manager.copy.max.bytes.per.second", L, LONG_MAX, "Upload rate limit to "
+       "the remote tier, over all partitions of this broker.", MEDIUM, at_least(1)),
+    _d("remote.log.manager.fetch.max.bytes.per.second", L, LONG_MAX, "Read rate limit from "
+       "the remote tier, over all partitions of this broker.", MEDIUM, at_least(1)),
+    _d("remote.log.index.file.cache.total.size.bytes", L, 1073741824, "Memory for the cache "
+       "of remote segments' offset, time and transaction indexes.", MEDIUM, at_least(1)),
+    _d("rsm.config.url", S, None, "odradek's remote storage manager: the fsspec URL of the "
+       "remote tier (s3://bucket/prefix, hdfs://..., file:///path); unset: the directory "
+       "remote-tier beside the first log dir. rsm.config.fs.<option> keys are passed to the "
+       "fsspec filesystem (e.g. endpoint_url, key, secret for s3fs).", MEDIUM),
+    _d("rlmm.config.remote.log.metadata.topic.num.partitions", I, 50, "Partitions of "
+       "__remote_log_metadata.", MEDIUM, at_least(1)),
+    _d("rlmm.config.remote.log.metadata.topic.replication.factor", SH, 3, "Replication factor "
+       "of __remote_log_metadata (capped at the live brokers when it is created).", MEDIUM,
+       at_least(1)),
     # --- cleaner ---
     _d("log.cleaner.enable", B, True, "Run the log cleaner (needed for compacted topics).",
        MEDIUM),
@@ -426,7 +452,6 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     password.encoder.iterations password.encoder.key.length
     password.encoder.keyfactory.algorithm password.encoder.old.secret
     password.encoder.secret principal.builder.class producer.purgatory.purge.interval.requests
-    remote.log.manager.task.interval.ms
     remote.log.manager.thread.pool.size remote.log.metadata.manager.class.name
     remote.log.metadata.manager.class.path remote.log.metadata.manager.impl.prefix
     remote.log.metadata.manager.listener.name remote.log.storage.manager.class.name
@@ -455,3 +480,5 @@ REJECTED_KAFKA_CONFIGS: dict[str, str] = {
 }
 
 LISTENER_OVERRIDE_PREFIX = "listener.name."
+# rsm.config.fs.<option>: passed to the remote tier's fsspec filesystem as <option>.
+RSM_FS_PREFIX = "rsm.config.fs."

@@ -52,6 +52,7 @@ from odradek.broker_config_defs import (
     IGNORED_KAFKA_CONFIGS,
     LISTENER_OVERRIDE_PREFIX,
     REJECTED_KAFKA_CONFIGS,
+    RSM_FS_PREFIX,
 )
 from odradek.configdef import ConfigError, closest, format_value
 from odradek.endpoints import (
@@ -83,6 +84,8 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+# Prefixes whose keys are kept as given (in `ignored`) for the part that reads them.
+_PASSED_THROUGH = (LISTENER_OVERRIDE_PREFIX, RSM_FS_PREFIX)
 
 # ----------------------------------------------------------------------------------------
 # BrokerConfig
@@ -137,7 +140,7 @@ class BrokerConfig:
                 elif key in REJECTED_KAFKA_CONFIGS:
                     raise ConfigError(key, REJECTED_KAFKA_CONFIGS[key],
                                       message=f"{key}: {REJECTED_KAFKA_CONFIGS[key]}")
-                elif key in IGNORED_KAFKA_CONFIGS or key.startswith(LISTENER_OVERRIDE_PREFIX):
+                elif key in IGNORED_KAFKA_CONFIGS or key.startswith(_PASSED_THROUGH):
                     ignored[key] = raw
                 else:
                     raise _unknown_key(key)
@@ -153,7 +156,7 @@ class BrokerConfig:
                 errors.append(e)
         if errors:
             raise errors[0] if len(errors) == 1 else _combined(errors)
-        unmodelled = sorted(k for k in ignored if not k.startswith(LISTENER_OVERRIDE_PREFIX))
+        unmodelled = sorted(k for k in ignored if not k.startswith(_PASSED_THROUGH))
         if unmodelled:
             log.warning("These Kafka configs are accepted but not used by odradek: %s",
                         ", ".join(unmodelled))
@@ -562,6 +565,8 @@ class BrokerConfig:
             compression_type=str(v["compression.type"]),
             preallocate=bool(v["log.preallocate"]),
             unclean_leader_election_enable=bool(v["unclean.leader.election.enable"]),
+            local_retention_ms=self._int("log.local.retention.ms"),
+            local_retention_bytes=self._int("log.local.retention.bytes"),
         )
 
 

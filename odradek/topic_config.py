@@ -110,6 +110,11 @@ def _check_pairs(parsed: Mapping[str, object]) -> None:
     if isinstance(low, int) and isinstance(high, int) and low > high:
         raise InvalidConfig("min.compaction.lag.ms", f"conflict topic config setting "
                             f"min.compaction.lag.ms ({low}) > max.compaction.lag.ms ({high})")
+    policy = parsed.get("cleanup.policy")
+    if parsed.get("remote.storage.enable") is True and isinstance(policy, list) \
+            and "compact" in policy:
+        raise InvalidConfig("remote.storage.enable", "Remote log storage only supported "
+                            "for topics with cleanup.policy=delete")
     for local_key, total_key in (("local.retention.ms", "retention.ms"),
                                  ("local.retention.bytes", "retention.bytes")):
         local, total = parsed.get(local_key), parsed.get(total_key)

@@ -134,8 +134,12 @@ _TOPIC_DEFS = [
     _t("min.insync.replicas", I, 1, ("min.insync.replicas",), "In-sync replicas needed for "
        "an acks=all write.", MEDIUM, at_least(1)),
     _t("preallocate", B, False, ("log.preallocate",), "Preallocate segment files.", MEDIUM),
-    _t("remote.storage.enable", B, False, (), "Move closed segments to the remote tier.",
-       MEDIUM),
+    _t("remote.log.copy.disable", B, False, (), "Stop copying segments to the remote tier "
+       "while keeping and serving what it holds (KIP-950).", MEDIUM),
+    _t("remote.log.delete.on.disable", B, False, (), "Must be true to turn "
+       "remote.storage.enable off: the remote data is then deleted (KIP-950).", MEDIUM),
+    _t("remote.storage.enable", B, False, (), "Copy closed segments to the remote tier "
+       "(retention.* then counts both tiers, local.retention.* the local one).", MEDIUM),
     _t("retention.bytes", L, -1, ("log.retention.bytes",), "Largest partition size before "
        "old segments are deleted (-1: no limit).", MEDIUM),
     _t("retention.ms", L, 604800000,

@@ -56,6 +56,7 @@ from .dir_reports import DirectoryReportHost, DirectoryReports
 from .fetch_session import FetchSessionCache
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
+from ..tiered.service import RemoteTier
 from .log_tasks import LogTasks
 from .metrics import BrokerMetrics, MetricsHost
 from .network import ConnectionHost, KafkaConnection
@@ -149,6 +150,10 @@ class Broker:
         )
         self.producer_ids = ProducerIdBlocks(self.node_id, self.quorum, lambda: self.image,
                                              self.lifecycle)
+        # Tiered storage (odradek/tiered): None unless remote.log.storage.system.enable.
+        self.remote_tier = RemoteTier.create(
+            config, self.node_id, lambda: list(self.replica_manager.partitions.values()),
+            lambda topic_id: topic_id in self.image.topics_by_id)
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots")
         )
@@ -172,9 +177,13 @@ class Broker:
 
     def _validate_topic_configs(self, configs: Any) -> str | None:
         try:
-            validate_topic_configs(configs)
+            parsed = validate_topic_configs(configs)
         except InvalidConfig as e:
             return str(e)
+        if parsed.get("remote.storage.enable") is True \
+                and not self.config.get("remote.log.storage.system.enable"):
+            return ("Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                    "configured with remote log storage (remote.storage.enable).")
         return None
 
     def _topic_config_default(self, name: str) -> str | None:
@@ -251,6 +260,8 @@ class Broker:
         self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
+        if self.remote_tier is not None:
+            self.remote_tier.start()
         self.log_cleaner = LogCleaner(
             CleanerConfig.from_broker_config(self.config), self.log_manager
         )
@@ -383,6 +394,8 @@ class Broker:
             await self.log_cleaner.stop()
         if self.log_tasks is not None:
             await self.log_tasks.stop()
+        if self.remote_tier is not None:
+            await self.remote_tier.stop()
         if self.log_manager.flusher is not None:
             await asyncio.to_thread(self.log_manager.flusher.shutdown)  # type: ignore[attr-defined]
         await self.group_coordinator.stop()

@@ -25,6 +25,7 @@ from ..replication.leader_replication import LeaderReplication
 from ..replication.node import NodeView
 from ..replication.replica_manager import ReplicaManager
 from ..storage.log_manager import LogManager
+from ..tiered.service import RemoteTier
 from .controller_service import ControllerService
 from .fetch_session import FetchSessionCache
 from .lifecycle import BrokerLifecycle
@@ -87,6 +88,8 @@ class FetchServices(Identity, Replicas, Protocol):
 
     @property
     def fetch_sessions(self) -> FetchSessionCache: ...
+    @property
+    def remote_tier(self) -> RemoteTier | None: ...
 
 
 class ReplicaFetchServices(Identity, Replicas, Protocol):

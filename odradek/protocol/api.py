@@ -93,7 +93,7 @@ class ApiKey(IntEnum):
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 11),
     ApiKey.FETCH: (4, 16),
-    ApiKey.LIST_OFFSETS: (1, 8),
+    ApiKey.LIST_OFFSETS: (1, 11),
     ApiKey.METADATA: (0, 12),
     ApiKey.API_VERSIONS: (0, 3),
     ApiKey.CREATE_TOPICS: (2, 7),

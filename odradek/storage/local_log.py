@@ -123,6 +123,12 @@ class LocalLog:
         # Idempotent/transactional producers (storage/producer_state.py); open()
         # loads it from the newest snapshot plus the log.
         self.producer_state = ProducerStateManager(dir)
+        # Tiered storage (odradek/tiered), kept current by the RemoteLogManager: the
+        # first offset in the remote tier (-1: nothing there) and the last one copied
+        # (-1: none). Local retention of a remote-enabled log deletes only segments
+        # at or below highest_remote_offset.
+        self.remote_start_offset = -1
+        self.highest_remote_offset = -1
 
     # -- properties ------------------------------------------------------------------------------
     @property
@@ -141,6 +147,14 @@ class LocalLog:
         """Set the high watermark, clamped to [log_start_offset, log_end_offset]."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
         return self.high_watermark
+
+    @property
+    def start_offset_with_remote(self) -> int:
+        """Kafka's log start offset: the remote tier's start when it holds data below
+        the local log start offset (log_start_offset is the local one)."""
+        if 0 <= self.remote_start_offset < self.log_start_offset:
+            return self.remote_start_offset
+        return self.log_start_offset
 
     def size_bytes(self) -> int:
         return sum(s.size_bytes for s in self._segments)
@@ -322,21 +336,33 @@ class LocalLog:
         deleted = self._delete_oldest_segments(
             lambda seg, nxt: nxt.base_offset <= self.log_start_offset
         )
-        if "delete" in config.cleanup_policy.split(","):
-            if config.retention_ms >= 0:
-                deleted += self._delete_oldest_segments(
-                    lambda seg, nxt: now_ms - seg.largest_timestamp_ms() > config.retention_ms
-                )
-            if config.retention_bytes >= 0:
-                excess = [self.size_bytes() - config.retention_bytes]
+        if "delete" not in config.cleanup_policy.split(","):
+            return deleted
+        retention_ms, retention_bytes = config.retention_ms, config.retention_bytes
+        remote = config.remote_storage_enable
+        if remote:
+            # The local tier keeps local.retention.* and deletes only what the remote
+            # tier holds (the segment's last offset is at most highest_remote_offset).
+            retention_ms = config.effective_local_retention_ms
+            retention_bytes = config.effective_local_retention_bytes
 
-                def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
-                    if excess[0] - seg.size_bytes >= 0:
-                        excess[0] -= seg.size_bytes
-                        return True
-                    return False
+        def copied(nxt: LogSegment) -> bool:
+            return not remote or nxt.base_offset - 1 <= self.highest_remote_offset
 
-                deleted += self._delete_oldest_segments(over_size)
+        if retention_ms >= 0:
+            deleted += self._delete_oldest_segments(
+                lambda seg, nxt: copied(nxt) and now_ms - seg.largest_timestamp_ms() > retention_ms
+            )
+        if retention_bytes >= 0:
+            excess = [self.size_bytes() - retention_bytes]
+
+            def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
+                if copied(nxt) and excess[0] - seg.size_bytes >= 0:
+                    excess[0] -= seg.size_bytes
+                    return True
+                return False
+
+            deleted += self._delete_oldest_segments(over_size)
         return deleted
 
     def delete_oldest_segments(self, should_delete: Callable[[LogSegment], bool]) -> int:

@@ -38,6 +38,21 @@ class LogConfig:
     compression_type: str = "producer"  # compression.type
     preallocate: bool = False  # preallocate
     unclean_leader_election_enable: bool = False  # unclean.leader.election.enable
+    # Tiered storage (KIP-405): local.retention.* -2 means "as retention.*".
+    remote_storage_enable: bool = False  # remote.storage.enable
+    local_retention_ms: int = -2  # local.retention.ms
+    local_retention_bytes: int = -2  # local.retention.bytes
+    remote_log_copy_disable: bool = False  # remote.log.copy.disable
+    remote_log_delete_on_disable: bool = False  # remote.log.delete.on.disable
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        return (self.retention_bytes if self.local_retention_bytes == -2
+                else self.local_retention_bytes)
 
     @property
     def log_append_time(self) -> bool:

@@ -45,7 +45,8 @@ def _requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
                            "forgotten_topics_data": [], "rack_id": ""},
         api.ApiKey.LIST_OFFSETS: {"replica_id": -1, "isolation_level": 0, "topics": [
             {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1,
-                                            "timestamp": -2, "max_num_offsets": 1}]}]},
+                                            "timestamp": -2, "max_num_offsets": 1}]}],
+                                  "timeout": 5000},
         api.ApiKey.CREATE_TOPICS: {"topics": [{"name": topic + "-new", "num_partitions": 1,
                                                "replication_factor": 1, "assignments": [],
                                                "configs": []}],

@@ -30,6 +30,7 @@ from ..fetch_session import (
 )
 from ..services import FetchServices
 from . import authz
+from .remote_fetch import TIERED_OFFSETS, RemoteWanted, read_remote, tiered_offset
 
 if TYPE_CHECKING:
     from ...replication.replica_manager import Partition
@@ -136,20 +137,24 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
         # so answer the TOPIC_AUTHORIZATION_FAILED at once instead of waiting
         max_wait_ms = 0
 
+    remote: list[RemoteWanted] = []
     while True:
+        remote = []
         answers, total_bytes, had_error, keys = _read_all(
-            rm, broker.image, entries, max_bytes, use_ids, read_committed, readable
+            rm, broker.image, entries, max_bytes, use_ids, read_committed, readable, remote
         )
-        if total_bytes >= min_bytes or had_error or max_wait_ms <= 0:
+        if total_bytes >= min_bytes or had_error or max_wait_ms <= 0 or remote:
             break
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
         if not await rm.purgatory.wait_for_any(keys, remaining):
             answers, *_ = _read_all(
-                rm, broker.image, entries, max_bytes, use_ids, read_committed, readable
+                rm, broker.image, entries, max_bytes, use_ids, read_committed, readable, remote
             )
             break
+    if remote and broker.remote_tier is not None:
+        await read_remote(broker.remote_tier.reader, answers, remote, read_committed)
 
     by_topic: dict[Any, list[dict[str, Any]]] = {}
     for sp, answer in zip(entries, answers):
@@ -187,7 +192,10 @@ def _readable(ctx: RequestContext, image: Any, entries: list[SessionPartition],
 def _read_all(
     rm: Any, image: Any, entries: list[SessionPartition], max_bytes: int, use_ids: bool,
     read_committed: bool = False, readable: set[str] | None = None,
+    remote: list[RemoteWanted] | None = None,
 ) -> tuple[list[dict[str, Any]], int, bool, list[tuple[str, int]]]:
+    """Local reads; offsets below the local log start offset that the remote tier
+    holds are added to `remote` (answered by read_remote) with an empty answer."""
     answers = []
     total = 0
     had_error = False
@@ -238,14 +246,19 @@ def _read_all(
         # read_committed stops at the last stable offset (the oldest open txn).
         upper = lso if read_committed else hw
         offset = sp.fetch_offset
-        if offset < plog.log_start_offset or offset > plog.log_end_offset:
-            answers.append(
-                _partition_answer(index, E.OFFSET_OUT_OF_RANGE, hw, hw, plog.log_start_offset)
-            )
+        start = plog.start_offset_with_remote
+        if offset < start or offset > plog.log_end_offset:
+            answers.append(_partition_answer(index, E.OFFSET_OUT_OF_RANGE, hw, hw, start))
             had_error = True
             continue
         data = b""
         budget = min(sp.partition_max_bytes, max_bytes - total)
+        if offset < plog.log_start_offset and remote is not None:
+            # in the remote tier: read asynchronously once the local reads are done
+            remote.append(RemoteWanted(len(answers), name, index, offset, max(budget, 1)))
+            answers.append(_partition_answer(index, 0, hw, lso, start))
+            keys.append((name, index))
+            continue
         if offset < upper and (budget > 0 or total == 0):
             try:
                 data = plog.read(offset, max(budget, 1), upper, total == 0).records
@@ -261,7 +274,7 @@ def _read_all(
                 continue
         total += len(data)
         keys.append((name, index))
-        answer = _partition_answer(index, 0, hw, lso, plog.log_start_offset, data)
+        answer = _partition_answer(index, 0, hw, lso, start, data)
         if read_committed:
             answer["aborted_transactions"] = _aborted(plog, offset, data)
         answers.append(answer)
@@ -282,10 +295,8 @@ def _aborted(plog: Any, offset: int, data: bytes) -> list[dict[str, int]]:
 
 
 READ_COMMITTED = 1
-EARLIEST = -2
 LATEST = -1
 MAX_TIMESTAMP = -3
-EARLIEST_LOCAL = -4
 
 
 async def handle_list_offsets(broker: FetchServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -328,9 +339,12 @@ async def handle_list_offsets(broker: FetchServices, ctx: RequestContext, req: A
                 read_committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
                 entry["offset"] = plog.last_stable_offset if read_committed else plog.high_watermark
                 entry["leader_epoch"] = part.leader_epoch
-            elif ts in (EARLIEST, EARLIEST_LOCAL):
-                entry["offset"] = plog.log_start_offset
-                entry["leader_epoch"] = part.leader_epoch
+            elif ts in TIERED_OFFSETS:
+                offset, epoch = tiered_offset(plog, ts, ctx.api_version, part.leader_epoch)
+                if offset is None:
+                    entry["error_code"] = E.UNSUPPORTED_VERSION
+                else:
+                    entry["offset"], entry["leader_epoch"] = offset, epoch
             elif ts == MAX_TIMESTAMP:
                 newest = plog.max_timestamp_offset()  # (-1, -1) for an empty log
                 if newest[0] >= 0:

@@ -1,0 +1,204 @@
+"""The remote storage manager: segments in any fsspec filesystem.
+
+Layout (a contract: readers outside the broker, e.g. Spark, read it directly):
+
+    <url>/<topic>-<topicIdBase64Url>/<partition>/<baseOffset:020d>-<segmentIdBase64Url>.<suffix>
+
+with suffixes `index`, `timeindex`, `txnindex`, `snapshot` (producer snapshot),
+`leader-epoch-checkpoint`, `log` (byte-identical to the local segment file, Kafka's
+on-disk format) and, last, `metadata`: the `__remote_log_metadata` record value of the
+segment in state COPY_SEGMENT_FINISHED (metadata_records.encode_value). A segment is
+visible only once its `metadata` object exists, and the `.log` is uploaded
+last-but-one, so a copy cut short (crash, store outage) is never visible; it leaves
+an orphan that the next leader removes (`orphans`, `delete_segment`) before copying
+the segment again under a fresh segment id. Deletion removes `metadata` first.
+
+Every method blocks (fsspec I/O): the RemoteLogManager calls them in executor threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import fsspec
+
+from .metadata_records import (
+    RemoteLogSegmentMetadata,
+    TopicIdPartition,
+    decode_value,
+    encode_value,
+    uuid_to_b64,
+)
+
+__all__ = ["SUFFIXES", "LocalSegmentFiles", "RateLimiter", "RemoteStorageManager"]
+
+SUFFIXES = ("index", "timeindex", "txnindex", "snapshot", "leader-epoch-checkpoint", "log")
+MARKER = "metadata"
+CHUNK = 1 << 20
+
+
+class RateLimiter:
+    """Bytes per second over all threads sharing it (a token bucket of one second)."""
+
+    def __init__(self, bytes_per_second: int) -> None:
+        self.rate = bytes_per_second
+        self._lock = threading.Lock()
+        self._allowance = float(bytes_per_second)
+        self._last = time.monotonic()
+
+    def acquire(self, n: int) -> None:
+        if self.rate >= 2**62:
+            return
+        with self._lock:
+            now = time.monotonic()
+            self._allowance = min(float(self.rate),
+                                  self._allowance + (now - self._last) * self.rate)
+            self._last = now
+            self._allowance -= n
+            wait = -self._allowance / self.rate if self._allowance < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSegmentFiles:
+    """What one copy uploads: paths of the segment's files (a missing txnindex or
+    snapshot uploads as an empty object) and the leader-epoch checkpoint slice."""
+
+    log: str
+    index: str
+    timeindex: str
+    txnindex: str
+    snapshot: str | None
+    leader_epoch_checkpoint: bytes
+
+
+class RemoteStorageManager:
+    def __init__(self, url: str, fs_options: dict[str, Any] | None = None,
+                 copy_bytes_per_second: int = 2**63 - 1,
+                 fetch_bytes_per_second: int = 2**63 - 1) -> None:
+        self.url = url.rstrip("/")
+        self.fs, root = fsspec.core.url_to_fs(self.url, **(fs_options or {}))
+        self.root = str(root).rstrip("/")
+        self.copy_limit = RateLimiter(copy_bytes_per_second)
+        self.fetch_limit = RateLimiter(fetch_bytes_per_second)
+        self.bytes_copied = 0
+        self.bytes_fetched = 0
+
+    # -- paths ---------------------------------------------------------------------------
+    def topic_dir(self, tip: TopicIdPartition) -> str:
+        return f"{self.root}/{tip.name}-{uuid_to_b64(tip.topic_id)}"
+
+    def partition_dir(self, tip: TopicIdPartition) -> str:
+        return f"{self.topic_dir(tip)}/{tip.partition}"
+
+    def object_path(self, meta: RemoteLogSegmentMetadata, suffix: str) -> str:
+        seg = meta.segment_id
+        return (f"{self.partition_dir(seg.topic_id_partition)}/{meta.start_offset:020d}-"
+                f"{uuid_to_b64(seg.id)}.{suffix}")
+
+    # -- copy ----------------------------------------------------------------------------
+    def _upload(self, local: str | None, remote: str) -> int:
+        written = 0
+        with self.fs.open(remote, "wb") as out:
+            if local is not None:
+                try:
+                    src = open(local, "rb")  # noqa: SIM115 - closed below
+                except FileNotFoundError:
+                    return 0
+                with src:
+                    while chunk := src.read(CHUNK):
+                        self.copy_limit.acquire(len(chunk))
+                        out.write(chunk)
+                        written += len(chunk)
+        return written
+
+    def copy_segment(self, meta: RemoteLogSegmentMetadata, files: LocalSegmentFiles) -> int:
+        """Upload every part, the `.log` last but one, then the visibility marker
+        (`meta` must be in its COPY_SEGMENT_FINISHED form). Returns bytes uploaded."""
+        self.fs.makedirs(self.partition_dir(meta.segment_id.topic_id_partition),
+                         exist_ok=True)
+        total = 0
+        for suffix, local in (("index", files.index), ("timeindex", files.timeindex),
+                              ("txnindex", files.txnindex), ("snapshot", files.snapshot)):
+            total += self._upload(local, self.object_path(meta, suffix))
+        self.fs.pipe_file(self.object_path(meta, "leader-epoch-checkpoint"),
+                          files.leader_epoch_checkpoint)
+        total += self._upload(files.log, self.object_path(meta, "log"))
+        self.fs.pipe_file(self.object_path(meta, MARKER), encode_value(meta))
+        self.bytes_copied += total
+        return total
+
+    # -- reads ---------------------------------------------------------------------------
+    def fetch(self, meta: RemoteLogSegmentMetadata, suffix: str, start: int = 0,
+              end: int | None = None) -> bytes:
+        """An object (or its bytes [start, end)), throttled by the fetch rate."""
+        data = bytes(self.fs.cat_file(self.object_path(meta, suffix), start=start, end=end))
+        self.fetch_limit.acquire(len(data))
+        self.bytes_fetched += len(data)
+        return data
+
+    def list_segments(self, tip: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
+        """The visible (fully copied) segments of a partition, by start offset."""
+        out = []
+        for path in self._list(self.partition_dir(tip)):
+            if path.endswith("." + MARKER):
+                rec = decode_value(bytes(self.fs.cat_file(path)))
+                if isinstance(rec, RemoteLogSegmentMetadata):
+                    out.append(rec)
+        return sorted(out, key=lambda m: m.start_offset)
+
+    def orphans(self, tip: TopicIdPartition) -> list[str]:
+        """Object paths of copies cut short: no `metadata` marker beside them."""
+        names = self._list(self.partition_dir(tip))
+        marked = {_stem(p) for p in names if p.endswith("." + MARKER)}
+        return [p for p in names if _stem(p) not in marked]
+
+    def _list(self, path: str) -> list[str]:
+        try:
+            return [str(p) for p in self.fs.ls(path, detail=False, refresh=True)]
+        except FileNotFoundError:
+            return []
+        except TypeError:  # filesystems without the refresh argument
+            return [str(p) for p in self.fs.ls(path, detail=False)]
+
+    # -- deletion ------------------------------------------------------------------------
+    def delete_segment(self, meta: RemoteLogSegmentMetadata) -> None:
+        """Remove the marker first (the segment stops being visible), then the rest."""
+        self._remove([self.object_path(meta, MARKER)])
+        self._remove([self.object_path(meta, s) for s in SUFFIXES])
+
+    def delete_paths(self, paths: Iterable[str]) -> None:
+        self._remove(list(paths))
+
+    def _remove(self, paths: list[str]) -> None:
+        for path in paths:
+            try:
+                self.fs.rm_file(path)
+            except FileNotFoundError:
+                pass
+
+    def delete_partition(self, tip: TopicIdPartition) -> None:
+        """Everything of a partition (topic deletion, remote storage disabled); the
+        topic's directory goes too once no partition is left in it."""
+        for path in self._list(self.partition_dir(tip)):
+            if path.endswith("." + MARKER):
+                self._remove([path])
+        try:
+            self.fs.rm(self.partition_dir(tip), recursive=True)
+        except FileNotFoundError:
+            pass
+        if not self._list(self.topic_dir(tip)):
+            try:
+                self.fs.rm(self.topic_dir(tip), recursive=True)
+            except (FileNotFoundError, OSError):
+                pass
+
+
+def _stem(path: str) -> str:
+    """`<baseOffset>-<segmentId>` of an object path (segment ids hold no dot)."""
+    return path.rsplit("/", 1)[-1].split(".", 1)[0]

@@ -1,0 +1,151 @@
+"""Tiered storage (KIP-405) with the local-directory remote tier (file://, the
+default: `remote-tier` beside the broker's log dir) and real clients: copy, local
+deletion, reads from offset 0 across the tier boundary (confluent-kafka and kcat),
+ListOffsets -2/-4/-5/-6, remote retention, topic deletion, kill -9 mid-copy."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.clients import (
+    Out,
+    ck_admin,
+    ck_consume,
+    ck_produce,
+    create_topic,
+    wait_until,
+)
+from tests.integration.tiered_helpers import (
+    TIERED_BROKER,
+    list_offsets,
+    remote_objects,
+    remote_partition_dir,
+    tiered_topic,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
+
+N = 600
+
+
+def _records(n: int = N) -> list[Out]:
+    return [Out(key=b"k%05d" % i, value=(b"v%05d-" % i) * (20 + i % 17), partition=0)
+            for i in range(n)]
+
+
+def _remote_root(proc) -> Path:
+    return Path(proc.data_dir).resolve().parent / "remote-tier"
+
+
+def _produce(proc, topic: str, outs: list[Out]) -> None:
+    ck_produce(proc.bootstrap, topic, outs, **{"linger.ms": 0, "batch.num.messages": 5,
+                                                "compression.type": "none", "acks": "all"})
+
+
+def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_name):
+    proc = broker_factory(TIERED_BROKER)
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    outs = _records()
+    _produce(proc, topic_name, outs)
+    root = _remote_root(proc)
+    # copied and deleted locally: the local log start moves past 0
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="local log start offset past 0")
+    assert list_offsets(proc.port, topic_name, -2, 8) == (0, 0)
+    local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
+    code, tiered = list_offsets(proc.port, topic_name, -5, 9)
+    assert code == 0 and tiered >= local_start - 1
+    code, pending = list_offsets(proc.port, topic_name, -6, 11)
+    assert code == 0 and pending == tiered + 1
+    assert list_offsets(proc.port, topic_name, -5, 8)[0] == 35  # UNSUPPORTED_VERSION
+    assert list_offsets(proc.port, topic_name, -1, 9) == (0, N)
+
+    # every remote .log is byte-identical to the local segment it came from
+    d = Path(proc.data_dir) / f"{topic_name}-0"
+    logs = remote_objects(root, topic_name, "log")
+    assert logs and len(remote_objects(root, topic_name, "metadata")) == len(logs)
+    for obj in logs:
+        base = obj.name.split("-", 1)[0]
+        local = d / f"{base}.log"
+        if not local.exists():
+            local = d / f"{base}.log.deleted"
+        assert obj.read_bytes() == local.read_bytes(), obj.name
+
+    got = ck_consume(proc.bootstrap, topic_name, N, timeout=60)
+    assert [(r.key, r.value, r.offset) for r in got] == [
+        (o.key, o.value, i) for i, o in enumerate(outs)]
+
+    if shutil.which("kcat"):
+        out = subprocess.run(
+            ["kcat", "-b", proc.bootstrap, "-C", "-t", topic_name, "-p", "0", "-o",
+             "beginning", "-c", str(N), "-e", "-f", "%o %k %s\n", "-m", "30"],
+            capture_output=True, timeout=90, check=True).stdout
+        assert out.splitlines() == [b"%d %s %s" % (i, o.key, o.value)
+                                    for i, o in enumerate(outs)]
+
+
+def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
+    proc = broker_factory(TIERED_BROKER)
+    create_topic(proc.bootstrap, topic_name, 1,
+                 config=tiered_topic(retention_bytes="30000", local_retention_bytes="4096"))
+    outs = _records()
+    _produce(proc, topic_name, outs)
+    root = _remote_root(proc)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -2, 8)[1] > 0, timeout=30,
+               desc="remote retention moving the log start offset")
+    start = list_offsets(proc.port, topic_name, -2, 8)[1]
+    local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
+    assert 0 < start < local_start
+    # what is left reads from the new start, across the tiers
+    got = ck_consume(proc.bootstrap, topic_name, N - start, offset=start, timeout=60)
+    assert [r.value for r in got] == [o.value for o in outs[start:]]
+
+    prefix = remote_partition_dir(root, topic_name).parent
+    assert prefix.exists()
+    admin = ck_admin(proc.bootstrap)
+    admin.delete_topics([topic_name])[topic_name].result(timeout=30)
+    wait_until(lambda: not prefix.exists(), timeout=30, desc="remote prefix removed")
+
+
+def test_kill_during_copy_leaves_nothing_half_visible(broker_factory, topic_name):
+    # 40 kB/s: each 4 kB segment takes ~0.1 s and a kill lands mid-copy soon enough
+    proc = broker_factory({**TIERED_BROKER,
+                           "remote.log.manager.copy.max.bytes.per.second": "40000"})
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    outs = _records()
+    _produce(proc, topic_name, outs)
+    root = _remote_root(proc)
+
+    def orphan() -> bool:
+        d = remote_partition_dir(root, topic_name)
+        if d is None:
+            return False
+        stems = {p.name.split(".", 1)[0] for p in d.iterdir()}
+        marked = {p.name.split(".", 1)[0] for p in d.glob("*.metadata")}
+        return bool(stems - marked)
+
+    wait_until(orphan, timeout=30, interval=0.005, desc="a copy in progress")
+    proc.kill9()
+    d = remote_partition_dir(root, topic_name)
+    # a copy cut short has no marker: no reader sees it
+    markers = {p.name.split(".", 1)[0] for p in d.glob("*.metadata")}
+    for p in d.iterdir():
+        stem = p.name.split(".", 1)[0]
+        if stem not in markers:
+            assert not (d / f"{stem}.metadata").exists()
+    proc.start()
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=60,
+               desc="copies resumed and local deletion")
+    time.sleep(1)
+    got = ck_consume(proc.bootstrap, topic_name, N, timeout=60)
+    assert [(r.key, r.value) for r in got] == [(o.key, o.value) for o in outs]
+    d = remote_partition_dir(root, topic_name)
+    stems = {p.name.split(".", 1)[0] for p in d.iterdir()}
+    marked = {p.name.split(".", 1)[0] for p in d.glob("*.metadata")}
+    wait_until(lambda: not orphan(), timeout=30, desc="orphans removed")
+    assert marked <= stems

@@ -1,0 +1,56 @@
+import uuid
+from pathlib import Path
+
+from odradek.tiered.metadata_records import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    uuid_to_b64,
+)
+from odradek.tiered.storage_manager import LocalSegmentFiles, RemoteStorageManager
+
+TIP = TopicIdPartition(uuid.uuid4(), "my.topic", 2)
+
+
+def _files(tmp: Path) -> LocalSegmentFiles:
+    (tmp / "a.log").write_bytes(b"L" * 3000)
+    (tmp / "a.index").write_bytes(b"\x00" * 16)
+    (tmp / "a.timeindex").write_bytes(b"\x01" * 24)
+    return LocalSegmentFiles(str(tmp / "a.log"), str(tmp / "a.index"),
+                             str(tmp / "a.timeindex"), str(tmp / "missing.txnindex"), None,
+                             b"0\n1\n0 0\n")
+
+
+def test_layout_copy_read_delete(tmp_path: Path) -> None:
+    rsm = RemoteStorageManager((tmp_path / "remote").as_uri())
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1, 5, 6,
+                                    {0: 100}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    assert rsm.copy_segment(meta, _files(tmp_path)) == 3040
+    part = tmp_path / "remote" / f"my.topic-{uuid_to_b64(TIP.topic_id)}" / "2"
+    stem = f"{100:020d}-{uuid_to_b64(meta.segment_id.id)}"
+    names = sorted(p.name for p in part.iterdir())
+    assert names == sorted(f"{stem}.{s}" for s in (
+        "index", "timeindex", "txnindex", "snapshot", "leader-epoch-checkpoint", "log",
+        "metadata"))
+    assert (part / f"{stem}.log").read_bytes() == b"L" * 3000
+    assert rsm.fetch(meta, "log", 10, 20) == b"L" * 10
+    assert rsm.list_segments(TIP) == [meta]
+    assert rsm.orphans(TIP) == []
+    rsm.delete_segment(meta)
+    assert rsm.list_segments(TIP) == []
+    assert list(part.iterdir()) == []
+    rsm.delete_partition(TIP)
+    assert not part.parent.exists()
+
+
+def test_a_copy_cut_short_is_an_invisible_orphan(tmp_path: Path) -> None:
+    rsm = RemoteStorageManager((tmp_path / "remote").as_uri())
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 0, 9, 1, 5, 6,
+                                    {0: 0}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rsm.copy_segment(meta, _files(tmp_path))
+    (Path(rsm.object_path(meta, "metadata"))).unlink()  # the crash came before the marker
+    assert rsm.list_segments(TIP) == []
+    assert len(rsm.orphans(TIP)) == 6
+    rsm.delete_paths(rsm.orphans(TIP))
+    assert rsm.orphans(TIP) == []
