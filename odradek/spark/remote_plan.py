@@ -9,21 +9,19 @@ holds (the local tail, gaps) stay broker-served `OffsetRangePartition`s. The
 executors read remote partitions with remote_segment.py and never touch a
 broker.
 
-Segments are found by `discover_segments`, which lists the remote layout of
-issue 14's contract::
+Segments are found by `discover_segments` in the remote layout of issue 14's
+contract (tiered/storage_manager.py)::
 
     <url>/<topic>-<topicIdBase64Url>/<partition>/<baseOffset:020d>-<segmentId>.<suffix>
 
-The topic id comes from the brokers (DescribeTopics), so a deleted and
-recreated topic's old objects are never read. A segment's last offset is the
-next segment's base offset minus one; the last segment's is read from its
-tail (from the last ``.index`` entry's byte position to the end: at most
-``index.interval.bytes`` plus one batch). Listing sees only whole objects
-(S3 PUTs are atomic) and a segment is read only once its ``.log`` is there.
-Discovery from the ``__remote_log_metadata`` topic (segment states such as
-COPY_SEGMENT_FINISHED, deletions) belongs here too once the tiered-storage
-branch's codec (odradek/tiered/metadata_records.py) exists: `RemoteSegment`
-is the interface it will fill.
+A segment is visible once its ``.metadata`` marker exists: the copier writes
+it last, holding the segment's `__remote_log_metadata` record value
+(RemoteLogSegmentMetadata in state COPY_SEGMENT_FINISHED, decoded with
+tiered/metadata_records.py, standard library only), so a copy cut short is
+never read. The topic id comes from the brokers (DescribeTopics): a deleted
+and recreated topic's old objects are never read. The markers are read
+concurrently (one small GET each); the `__remote_log_metadata` topic carries
+the same records, and `RemoteSegment` is what either source fills.
 
 read_committed: the driver reads every ``.txnindex`` of a partition's remote
 segments (one small GET each, concurrently) and gives each task the aborted
@@ -40,7 +38,6 @@ read through the brokers too: correct, just not direct.
 from __future__ import annotations
 
 import logging
-import re
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,17 +47,15 @@ from pyspark.sql.datasource import InputPartition
 
 from odradek.spark.options import SourceOptions, TopicPartitionKey
 from odradek.spark.remote_segment import (
-    INDEX_ENTRY,
     SegmentCorrupt,
     collect_aborted,
-    iter_batches,
     open_url,
     parse_txn_index,
 )
 
 log = logging.getLogger("odradek.spark")
 
-_NAME = re.compile(r"^(\d{20})-([A-Za-z0-9_-]{22})\.log$")
+MARKER_SUFFIX = ".metadata"  # the copier's visibility marker (tiered/storage_manager.py)
 _SNAPSHOT_HEAD = struct.Struct(">hIi")  # version, crc, entry count
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # ... currentTxnFirstOffset last
 
@@ -108,58 +103,47 @@ def topic_ids(admin: Any, topics: Iterable[str]) -> dict[str, str]:
 def discover_segments(
     url: str, fs_options: dict[str, Any], tps: Iterable[TopicPartitionKey], ids: dict[str, str]
 ) -> dict[TopicPartitionKey, list[RemoteSegment]]:
-    """The remote segments of each partition, in offset order, from a listing."""
+    """The visible remote segments of each partition, by start offset: those
+    whose ``.metadata`` marker (written last by the copier) holds a
+    RemoteLogSegmentMetadata in state COPY_SEGMENT_FINISHED."""
+    from odradek.tiered.metadata_records import (
+        RemoteLogSegmentMetadata,
+        RemoteLogSegmentState,
+        decode_value,
+        uuid_to_b64,
+    )
+
     fs, _ = open_url(url, fs_options)
     out: dict[TopicPartitionKey, list[RemoteSegment]] = {}
     for topic, partition in tps:
         if topic not in ids:
             continue
         base = segment_dir(url, topic, ids[topic], partition)
-        _, path = open_url(base, fs_options)
         try:
-            entries = fs.ls(path, detail=True)
+            names = [str(n) for n in fs.ls(open_url(base, fs_options)[1], detail=False)]
         except FileNotFoundError:
             continue
-        logs = []
-        for e in entries:
-            name = e["name"].rstrip("/").rsplit("/", 1)[-1]
-            m = _NAME.match(name)
-            if m:
-                logs.append((int(m.group(1)), m.group(2), int(e.get("size") or 0)))
-        logs.sort()
+        markers = [f"{base}/{n.rstrip('/').rsplit('/', 1)[-1]}" for n in names
+                   if n.endswith(MARKER_SUFFIX)]
         segments = []
-        for i, (b, sid, size) in enumerate(logs):
-            stem = f"{base}/{b:020d}-{sid}"
-            seg = RemoteSegment(topic, partition, b, -1, f"{stem}.log", f"{stem}.index",
-                                f"{stem}.txnindex", f"{stem}.snapshot", sid, size)
-            end = logs[i + 1][0] - 1 if i + 1 < len(logs) else last_offset(seg, fs_options)
-            if end >= b:
-                segments.append(RemoteSegment(**{**seg.__dict__, "end_offset": end}))
+        for marker_url, data in _cat_many(fs_options, markers).items():
+            if data is None:
+                continue  # deleted since the listing
+            meta = decode_value(data)
+            if not isinstance(meta, RemoteLogSegmentMetadata) or (
+                meta.state != RemoteLogSegmentState.COPY_SEGMENT_FINISHED
+            ):
+                continue
+            stem = f"{base}/{meta.start_offset:020d}-{uuid_to_b64(meta.segment_id.id)}"
+            if marker_url != stem + MARKER_SUFFIX:
+                raise SegmentCorrupt(f"{marker_url}: its metadata names segment {stem}")
+            segments.append(RemoteSegment(
+                topic, partition, meta.start_offset, meta.end_offset, f"{stem}.log",
+                f"{stem}.index", f"{stem}.txnindex", f"{stem}.snapshot",
+                uuid_to_b64(meta.segment_id.id), meta.segment_size_in_bytes))
         if segments:
-            out[(topic, partition)] = segments
+            out[(topic, partition)] = sorted(segments, key=lambda s: (s.base_offset, -s.end_offset))
     return out
-
-
-def last_offset(seg: RemoteSegment, fs_options: dict[str, Any]) -> int:
-    """The last offset of a segment object, from its tail; base - 1 if it is empty."""
-    fs, path = open_url(seg.log_url, fs_options)
-    start = 0
-    try:
-        _, ipath = open_url(seg.index_url, fs_options)
-        data = fs.cat_file(ipath)
-        for pos in range(0, len(data) - len(data) % INDEX_ENTRY.size, INDEX_ENTRY.size):
-            rel, position = INDEX_ENTRY.unpack_from(data, pos)
-            if pos and rel == 0 and position == 0:
-                break
-            start = position
-    except FileNotFoundError:
-        pass
-    last = seg.base_offset - 1
-    with fs.open(path, "rb") as f:
-        f.seek(start)
-        for _buf, header in iter_batches(f, seg.log_url, 1 << 20):
-            last = header.last_offset
-    return last
 
 
 def _cat_many(fs_options: dict[str, Any], urls: list[str]) -> dict[str, bytes | None]:

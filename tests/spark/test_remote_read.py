@@ -1,10 +1,12 @@
 """Spark reads the remote tier directly (issue 14 item 7), against real parts:
 an odradek broker, a SeaweedFS S3 server and a Spark session.
 
-Until the tiered-storage broker (branch `tier`) copies segments itself, the
-test plays its part: it copies the broker's closed local segments (.log,
-.index, .timeindex, .txnindex and the producer snapshot taken at the roll) into
-S3 in the remote layout of issue 14's contract. It then proves, row for row,
+The test plays the tiered-storage copier's part (tiered/storage_manager.py)
+on a plain broker: it copies the broker's closed local segments (.log, .index,
+.timeindex, .txnindex and the producer snapshot taken at the roll) into S3 in
+the remote layout of issue 14's contract, then the `.metadata` marker
+(COPY_SEGMENT_FINISHED) last, so the local segments stay and the same offsets
+can be read both ways. It then proves, row for row,
 that `remoteRead=direct` returns what the same query returns through the
 broker (`remoteRead=off`), for read_uncommitted and read_committed, with every
 codec, headers, null keys, committed and aborted transactions, and ranges that
@@ -13,7 +15,6 @@ start inside a remote segment and end in the local tail.
 
 from __future__ import annotations
 
-import base64
 import itertools
 import os
 import uuid
@@ -24,17 +25,20 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.tiered.metadata_records import (
+    RemoteLogSegmentId,
+    RemoteLogSegmentMetadata,
+    RemoteLogSegmentState,
+    TopicIdPartition,
+    b64_to_uuid,
+    encode_value,
+    uuid_to_b64,
+)
 from tests.integration.s3_server import S3Server, s3_server  # noqa: F401 (fixture)
-
-pytestmark = pytest.mark.timeout(300) if hasattr(pytest.mark, "timeout") else []
 
 PARTITIONS = 2
 SEGMENT_BYTES = 4 * 1024
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-def _seg_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 def _produce_everything(bootstrap: str, topic: str) -> None:
@@ -43,7 +47,7 @@ def _produce_everything(bootstrap: str, topic: str) -> None:
                       "linger.ms": 5, "batch.num.messages": 40, "enable.idempotence": True})
         for i in range(240):
             key = None if i % 17 == 0 else f"{codec}-{i}".encode()
-            headers = [("codec", codec.encode()), ("n", None)] if i % 5 == 0 else None
+            headers: Any = [("codec", codec.encode()), ("n", None)] if i % 5 == 0 else None
             p.produce(topic, f"{codec} value {i} ".encode() * (1 + i % 4), key,
                       partition=i % PARTITIONS, headers=headers)
         assert p.flush(30) == 0
@@ -79,15 +83,23 @@ def _copy_closed_segments(data_dir: Path, topic: str, topic_id: str, fs: Any, ur
         pdir = data_dir / f"{topic}-{p}"
         bases = sorted(int(f.stem) for f in pdir.glob("*.log"))
         for base, next_base in itertools.pairwise(bases):  # the last one is active
-            stem = f"{url}/{topic}-{topic_id}/{p}/{base:020d}-{_seg_id()}"
-            for suffix in ("log", "index", "timeindex", "txnindex"):
+            seg_id = uuid.uuid4()
+            stem = f"{url}/{topic}-{topic_id}/{p}/{base:020d}-{uuid_to_b64(seg_id)}"
+            for suffix in ("index", "timeindex", "txnindex", "log"):
                 src = pdir / f"{base:020d}.{suffix}"
-                if src.exists():
-                    fs.pipe(f"{stem}.{suffix}", src.read_bytes())
+                fs.pipe(f"{stem}.{suffix}", src.read_bytes() if src.exists() else b"")
             snap = pdir / f"{next_base:020d}.snapshot"
-            if snap.exists():
-                fs.pipe(f"{stem}.snapshot", snap.read_bytes())
+            fs.pipe(f"{stem}.snapshot", snap.read_bytes() if snap.exists() else b"")
+            meta = RemoteLogSegmentMetadata(
+                RemoteLogSegmentId(TopicIdPartition(b64_to_uuid(topic_id), topic, p), seg_id),
+                base, next_base - 1, 0, 0, 0, {0: base},
+                (pdir / f"{base:020d}.log").stat().st_size,
+                RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+            fs.pipe(f"{stem}.metadata", encode_value(meta))  # the visibility marker, last
             copied += 1
+        # A copy cut short (no marker) is never read.
+        orphan = f"{url}/{topic}-{topic_id}/{p}/{bases[-1]:020d}-{uuid_to_b64(uuid.uuid4())}"
+        fs.pipe(f"{orphan}.log", b"garbage")
     return copied
 
 
