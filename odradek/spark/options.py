@@ -66,9 +66,12 @@ SOURCE_OPTIONS = frozenset(
         "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
         "failOnDataLoss", "minPartitions", "maxRecordsPerPartition",
         "includeHeaders", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
-        "path", "checkpointLocation",
+        "path", "checkpointLocation", "remoteRead", "remote.rsm.config.url",
     )
 )
+# The remote tier's filesystem options, as the broker's rsm.config.fs.<option>.
+REMOTE_FS_PREFIX = "remote.rsm.config.fs."
+REMOTE_READ_MODES = ("auto", "direct", "off")
 SINK_OPTIONS = frozenset(
     s.lower()
     for s in ("topic", "includeHeaders", "deliveryGuarantee", "path", "checkpointLocation")
@@ -245,6 +248,9 @@ class SourceOptions:
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
     group_id_prefix: str = "spark-odradek"
     kafka: dict[str, str] = field(default_factory=dict)  # librdkafka settings, prefix removed
+    remote_read: str = "auto"  # "auto" | "direct" | "off"
+    remote_url: str | None = None  # remote.rsm.config.url
+    remote_fs: dict[str, Any] = field(default_factory=dict)  # remote.rsm.config.fs.*
 
     def matches(self, topic: str) -> bool:
         if self.strategy == "subscribe":
@@ -296,9 +302,12 @@ def _check_known(opts: _Opts, known: frozenset[str], what: str) -> None:
     for key in opts.values:
         if key.startswith(KAFKA_PREFIX) or key in known:
             continue
+        if what == "source" and key.startswith(REMOTE_FS_PREFIX):
+            continue
         raise _err(
             opts.spelling[key],
             f"unknown {what} option (known: kafka.*, "
+            + (f"{REMOTE_FS_PREFIX}*, " if what == "source" else "")
             + ", ".join(sorted(known - {"path", "checkpointlocation"})) + ")",
         )
 
@@ -392,6 +401,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         raise _err("kafka.isolation.level", f"expected one of {ISOLATION_LEVELS}, got {isolation!r}")
     kafka.pop("bootstrap.servers", None)
     poll_timeout = _parse_positive_int(opts, "kafkaConsumer.pollTimeoutMs")
+    remote_read, remote_url, remote_fs = _parse_remote(opts, streaming)
 
     return SourceOptions(
         bootstrap_servers=servers,
@@ -413,7 +423,41 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         poll_timeout_ms=poll_timeout or DEFAULT_POLL_TIMEOUT_MS,
         group_id_prefix=(opts.get("groupIdPrefix") or "spark-odradek").strip(),
         kafka=kafka,
+        remote_read=remote_read,
+        remote_url=remote_url,
+        remote_fs=remote_fs,
     )
+
+
+def _parse_remote(opts: _Opts, streaming: bool | None) -> tuple[str, str | None, dict[str, Any]]:
+    """remoteRead, remote.rsm.config.url and remote.rsm.config.fs.* (values
+    true/false become booleans, a JSON object a dict; the rest stay strings)."""
+    mode = (opts.get("remoteRead") or "auto").strip().lower()
+    if mode not in REMOTE_READ_MODES:
+        raise _err("remoteRead", f"expected one of {REMOTE_READ_MODES}, got {mode!r}")
+    url = (opts.get("remote.rsm.config.url") or "").strip() or None
+    fs: dict[str, Any] = {}
+    for key, value in opts.values.items():
+        if not key.startswith(REMOTE_FS_PREFIX):
+            continue
+        name = opts.spelling[key][len(REMOTE_FS_PREFIX):]
+        if not name:
+            raise _err(opts.spelling[key], "names no filesystem option")
+        text = value.strip()
+        if text.lower() in ("true", "false"):
+            fs[name] = text.lower() == "true"
+        elif text.startswith("{"):
+            fs[name] = _parse_json_object(opts.spelling[key], text)
+        else:
+            fs[name] = value
+    if streaming and mode == "direct":
+        raise _err("remoteRead", "direct is for batch reads; streaming queries read through the brokers")
+    if mode == "direct" and not url:
+        raise _err("remoteRead", "direct needs remote.rsm.config.url (the remote tier's fsspec URL)")
+    if fs and not url:
+        raise _err(next(opts.spelling[k] for k in opts.values if k.startswith(REMOTE_FS_PREFIX)),
+                   "set remote.rsm.config.url too")
+    return mode, url, fs
 
 
 def _check_covers(spec: OffsetSpec, assigned: tuple[TopicPartitionKey, ...]) -> None:

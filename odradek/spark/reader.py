@@ -45,6 +45,14 @@ from pyspark.sql.types import StructType
 
 from odradek.spark.broker import OffsetReader, client_conf
 from odradek.spark.options import SourceOptions, TopicPartitionKey
+from odradek.spark.remote_plan import (
+    RemoteSegment,
+    RemoteSegmentPartition,
+    discover_for,
+    plan_remote,
+    remote_conf,
+)
+from odradek.spark.remote_segment import read_segment
 
 log = logging.getLogger("odradek.spark")
 
@@ -305,6 +313,7 @@ class OdradekBatchReader(DataSourceReader):
             end = reader.resolve(self.opts.ending, tps, is_start=False)
             earliest = reader.earliest(tps)
             latest = reader.latest(tps)
+            segments = discover_for(self.opts, reader.admin, tps)
         finally:
             reader.close()
         start = _check_start_offsets(start, earliest, {}, self.opts.fail_on_data_loss)
@@ -316,12 +325,60 @@ class OdradekBatchReader(DataSourceReader):
                     f"{self.opts.ending.option})"
                 )
             end[tp] = min(end[tp], latest[tp])
-        return plan_ranges(start, end, self.opts)
+        if not segments:
+            return plan_ranges(start, end, self.opts)
+        return plan_with_remote(start, end, segments, self.opts)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
+        if isinstance(partition, RemoteSegmentPartition):
+            return read_remote(partition, self.schema)
         if not isinstance(partition, OffsetRangePartition):
             return iter(())  # Spark asks for one partition even when none were planned
         return read_range(partition, self.schema)
+
+
+def plan_with_remote(
+    start: dict[TopicPartitionKey, int],
+    end: dict[TopicPartitionKey, int],
+    segments: dict[TopicPartitionKey, list[RemoteSegment]],
+    opts: SourceOptions,
+) -> list[InputPartition]:
+    """One task per remote segment overlapping each partition's range; the rest
+    (the local tail, what no segment holds) through the brokers."""
+    conf = remote_conf(opts)
+    out: list[InputPartition] = []
+    rest_start: dict[TopicPartitionKey, int] = {}
+    rest_end: dict[TopicPartitionKey, int] = {}
+    extra: list[tuple[TopicPartitionKey, int, int]] = []
+    for tp in sorted(end):
+        if tp not in start or end[tp] <= start[tp]:
+            continue
+        if tp not in segments:
+            rest_start[tp], rest_end[tp] = start[tp], end[tp]
+            continue
+        remote, broker = plan_remote(segments[tp], start[tp], end[tp], conf, opts.isolation_level)
+        out.extend(remote)
+        extra.extend((tp, a, b) for a, b in broker)
+    ranges = plan_ranges(rest_start, rest_end, opts)
+    for tp, a, b in extra:
+        ranges.extend(plan_ranges({tp: a}, {tp: b}, opts))
+    log.info("planned %d remote-segment and %d broker tasks", len(out), len(ranges))
+    return out + list(ranges)
+
+
+def read_remote(part: RemoteSegmentPartition, schema: StructType) -> Iterator[Any]:
+    """Executor side of a remote-segment task: the object store only."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    seg = part.segment
+    return read_segment(
+        seg.log_url, part.from_offset, part.until_offset,
+        topic=part.topic, partition=part.partition,
+        arrow_schema=to_arrow_schema(schema, timezone="UTC"),
+        isolation_level=part.conf["isolation_level"], aborted=part.aborted,
+        storage_options=part.conf["remote_fs"], index_url=seg.index_url,
+        base_offset=seg.base_offset, rows_per_batch=ARROW_BATCH_ROWS,
+    )
 
 
 # --------------------------------------------------------------------------
