@@ -29,6 +29,7 @@ write, so a wrong password or an untrusted certificate is an
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import time
@@ -50,11 +51,17 @@ TRANSACTION_API_KEYS = (24, 25, 26, 28)
 
 
 # A librdkafka configuration as confluent-kafka's clients take it.
-ClientConf = dict[str, str | int | float | bool]
+ClientConf = dict[str, Any]  # librdkafka settings, plus the "logger" object
+
+
+# librdkafka's own log lines (e.g. "%6|...|BGQUEUE| Purging 1 unserved events" when a
+# batch read closes its consumer) go to this logger instead of stderr: its info lines
+# stay out of the user's console, its warnings and errors still show (Python logging).
+LIBRDKAFKA_LOG = logging.getLogger("odradek.spark.librdkafka")
 
 
 def client_conf(bootstrap: str, kafka: dict[str, str]) -> ClientConf:
-    return {**kafka, "bootstrap.servers": bootstrap}
+    return {"logger": LIBRDKAFKA_LOG, **kafka, "bootstrap.servers": bootstrap}
 
 
 class OdradekAuthenticationError(OdradekOptionError):
@@ -192,6 +199,14 @@ class OffsetReader:
             return self.latest(tps)
         if spec.kind in ("offsets", "timestamps"):
             missing = sorted(set(tps) - set(spec.offsets))
+            unknown = sorted(set(spec.offsets) - set(tps))
+            if unknown:  # Spark: "you must specify all TopicPartitions ... Specified: ..."
+                raise OdradekOptionError(
+                    f"format(\"odradek\") option '{spec.option}': names partitions that "
+                    f"are not read (unknown topic or partition, or not subscribed): "
+                    f"{[f'{t}-{p}' for t, p in unknown]}; read: "
+                    f"{[f'{t}-{p}' for t, p in sorted(tps)]}"
+                )
             if missing:
                 raise OdradekOptionError(
                     f"format(\"odradek\") option '{spec.option}': must name every partition "

@@ -26,6 +26,7 @@ ignores it), so a misspelt `startingOffset` does not silently read from latest.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -55,27 +56,33 @@ DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 DEFAULT_POLL_TIMEOUT_MS = 120_000
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
-SOURCE_OPTIONS = frozenset(
-    s.lower()
-    for s in (
-        "subscribe", "subscribePattern", "assign",
-        "startingOffsets", "endingOffsets",
-        "startingTimestamp", "startingOffsetsByTimestamp",
-        "endingTimestamp", "endingOffsetsByTimestamp",
-        "startingOffsetsByTimestampStrategy",
-        "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
-        "failOnDataLoss", "minPartitions", "maxRecordsPerPartition",
-        "includeHeaders", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
-        "path", "checkpointLocation", "remoteRead", "remote.rsm.config.url",
-    )
+# Spark hands a Python data source its options with lowercased names; these are
+# the names as documented, to show in messages.
+SOURCE_OPTION_NAMES = (
+    "subscribe", "subscribePattern", "assign",
+    "startingOffsets", "endingOffsets",
+    "startingTimestamp", "startingOffsetsByTimestamp",
+    "endingTimestamp", "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay",
+    "failOnDataLoss", "minPartitions", "maxRecordsPerPartition",
+    "includeHeaders", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
+    "path", "checkpointLocation", "remoteRead", "remote.rsm.config.url",
 )
+SOURCE_OPTIONS = frozenset(s.lower() for s in SOURCE_OPTION_NAMES)
 # The remote tier's filesystem options, as the broker's rsm.config.fs.<option>.
 REMOTE_FS_PREFIX = "remote.rsm.config.fs."
 REMOTE_READ_MODES = ("auto", "direct", "off")
-SINK_OPTIONS = frozenset(
-    s.lower()
-    for s in ("topic", "includeHeaders", "deliveryGuarantee", "path", "checkpointLocation")
-)
+SINK_OPTION_NAMES = ("topic", "deliveryGuarantee", "path", "checkpointLocation")
+SINK_OPTIONS = frozenset(s.lower() for s in SINK_OPTION_NAMES)
+CANONICAL = {s.lower(): s for s in (*SOURCE_OPTION_NAMES, *SINK_OPTION_NAMES)}
+# Options of the other side, refused with what to do instead.
+SINK_REFUSED = {
+    "includeheaders": "a source option; the sink writes the 'headers' column whenever the "
+                      "DataFrame has one (as Spark's Kafka sink does) - drop the column to "
+                      "write no headers",
+}
+ACKS = ("all", "-1", "0", "1")
 DELIVERY_GUARANTEES = ("auto", "exactly-once", "at-least-once")
 
 TopicPartitionKey = tuple[str, int]
@@ -304,11 +311,16 @@ def _check_known(opts: _Opts, known: frozenset[str], what: str) -> None:
             continue
         if what == "source" and key.startswith(REMOTE_FS_PREFIX):
             continue
+        if what == "sink" and key in SINK_REFUSED:
+            raise _err(CANONICAL[key], f"not a sink option: {SINK_REFUSED[key]}")
+        names = sorted(CANONICAL[k] for k in known - {"path", "checkpointlocation"})
+        close = difflib.get_close_matches(key, [n.lower() for n in names], n=1, cutoff=0.75)
+        hint = f"; did you mean '{CANONICAL[close[0]]}'?" if close else ""
         raise _err(
             opts.spelling[key],
-            f"unknown {what} option (known: kafka.*, "
+            f"unknown {what} option{hint} (known: kafka.*, "
             + (f"{REMOTE_FS_PREFIX}*, " if what == "source" else "")
-            + ", ".join(sorted(known - {"path", "checkpointlocation"})) + ")",
+            + ", ".join(names) + ")",
         )
 
 
@@ -475,9 +487,11 @@ def _check_covers(spec: OffsetSpec, assigned: tuple[TopicPartitionKey, ...]) -> 
 class SinkOptions:
     bootstrap_servers: str
     topic: str | None
-    include_headers: bool
     delivery_guarantee: str
     kafka: dict[str, str] = field(default_factory=dict)
+    # kafka.acks: "all" (default; the idempotent producer) or 0/1 for batch writes and
+    # deliveryGuarantee=at-least-once (then without idempotence, as the Java client)
+    acks: str = "all"
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
@@ -492,10 +506,19 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         raise _err("deliveryGuarantee", f"expected one of {DELIVERY_GUARANTEES}, got {guarantee!r}")
     kafka = _kafka_params(opts)
     kafka.pop("bootstrap.servers", None)
+    acks = kafka.pop("acks", "all").strip().lower()
+    if acks not in ACKS:
+        raise _err(opts.spelling.get("kafka.acks", "kafka.acks"),
+                   f"expected one of all, -1, 0, 1; got {acks!r}")
+    acks = "all" if acks == "-1" else acks
+    if acks != "all" and guarantee == "exactly-once":
+        raise _err(opts.spelling.get("kafka.acks", "kafka.acks"),
+                   f"acks={acks} writes without the idempotent producer, so it needs "
+                   "deliveryGuarantee=at-least-once (exactly-once needs acks=all)")
     return SinkOptions(
         bootstrap_servers=servers,
         topic=topic.strip() if topic else None,
-        include_headers=_parse_bool(opts, "includeHeaders", False),
         delivery_guarantee=guarantee,
         kafka=kafka,
+        acks=acks,
     )

@@ -316,15 +316,26 @@ class OdradekBatchReader(DataSourceReader):
             segments = discover_for(self.opts, reader.admin, tps)
         finally:
             reader.close()
-        start = _check_start_offsets(start, earliest, {}, self.opts.fail_on_data_loss)
+        fail = self.opts.fail_on_data_loss
+        asked = dict(start)
+        start = _check_start_offsets(start, earliest, {}, fail)
         for tp in tps:
+            if end[tp] > latest[tp]:  # Spark fails to fetch those (or skips them)
+                msg = (f"{tp[0]}-{tp[1]}: ending offset {end[tp]} is past the end offset "
+                       f"{latest[tp]} ({self.opts.ending.option})")
+                if fail:
+                    raise DataLossError(msg + "; set failOnDataLoss=false to read up to the end")
+                log.warning("%s; reading up to the end (failOnDataLoss=false)", msg)
+                end[tp] = latest[tp]
             if end[tp] < start[tp]:
+                if start[tp] > asked[tp]:  # the whole range was deleted (failOnDataLoss=false)
+                    end[tp] = start[tp]
+                    continue
                 raise ValueError(
                     f"format(\"odradek\"): {tp[0]}-{tp[1]}: ending offset {end[tp]} is before "
                     f"starting offset {start[tp]} ({self.opts.starting.option} / "
                     f"{self.opts.ending.option})"
                 )
-            end[tp] = min(end[tp], latest[tp])
         if not segments:
             return plan_ranges(start, end, self.opts)
         return plan_with_remote(start, end, segments, self.opts)

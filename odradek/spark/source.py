@@ -82,7 +82,9 @@ class OdradekDataSource(DataSource):
 
         if overwrite:
             raise OdradekOptionError(
-                "format(\"odradek\") sink: save mode Overwrite is not supported; use append"
+                "format(\"odradek\") sink: save mode Overwrite is not supported (a Kafka "
+                "topic is appended to, as with Spark's Kafka sink); write with "
+                ".mode(\"append\")"
             )
         opts = parse_sink_options(self.options)
         check_sink_schema(schema, opts)

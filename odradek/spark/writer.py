@@ -120,13 +120,16 @@ def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
 
 
 def producer_conf(opts: SinkOptions, **extra: Any) -> dict[str, Any]:
+    # acks=all with the idempotent producer unless kafka.acks=0/1 (batch writes and
+    # at-least-once only, checked by parse_sink_options): then no idempotence, as the
+    # Java client does when acks is not all
     return {
         "linger.ms": 5,
         "batch.size": 1_000_000,
         "queue.buffering.max.messages": 500_000,
         **client_conf(opts.bootstrap_servers, opts.kafka),
-        "enable.idempotence": True,
-        "acks": "all",
+        "enable.idempotence": opts.acks == "all",
+        "acks": opts.acks,
         **extra,
     }
 
@@ -258,6 +261,11 @@ def decide_exactly_once(opts: SinkOptions) -> bool:
     check_login(opts.bootstrap_servers, opts.kafka)
     if opts.delivery_guarantee == "at-least-once":
         return False
+    if opts.acks != "all":  # auto would choose exactly-once, which needs acks=all
+        raise OdradekOptionError(
+            f"format(\"odradek\") option 'kafka.acks': acks={opts.acks} writes without the "
+            "idempotent producer; a streaming write with it needs "
+            "deliveryGuarantee=at-least-once (exactly-once needs acks=all)")
     supported = broker_supports_transactions(opts.bootstrap_servers, opts.kafka)
     if opts.delivery_guarantee == "exactly-once" and not supported:
         raise OdradekOptionError(
