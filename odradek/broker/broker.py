@@ -344,7 +344,11 @@ class Broker:
         log_dirs = [kafka_uuid_string(d) for d in self.online_directory_ids()]
         record = R.register_broker_record(self.node_id, endpoints, rack, log_dirs=log_dirs)
         current = self.image.brokers.get(self.node_id)
-        if current is None or [
+        # A registration left fenced (e.g. every log dir failed in the last run:
+        # ClusterControl.log_dirs_offline fences a broker with no dir online) is
+        # replaced too: as a Kafka broker registers anew at every start, with the
+        # dirs it has online now, a restarted node comes back unfenced.
+        if current is None or current.fenced or current.in_controlled_shutdown or [
             {
                 "listener": e.listener,
                 "host": e.host,
@@ -353,6 +357,9 @@ class Broker:
             }
             for e in current.endpoints
         ] != endpoints or current.rack != rack or current.log_dirs != tuple(sorted(log_dirs)):
+            if current is not None and current.fenced and log_dirs:
+                log.info("registering again with log dirs %s online (the last registration "
+                         "was fenced)", ", ".join(sorted(log_dirs)))
             await self.controller_service.decide(lambda image: [record])
         # Leadership follows our log dirs: off replicas in a dir that is not
         # online, back onto those in a dir that is again (KIP-858).
