@@ -95,7 +95,8 @@ class Broker:
         self.cluster_id = _find_or_make_cluster_id(self.log_dirs, config.get("cluster.id"))
         self.default_log_config: LogConfig = config.log_config()
         self.log_manager = LogManager(
-            self.log_dirs, self.default_log_config, self.cluster_id, self.node_id
+            self.log_dirs, self.default_log_config, self.cluster_id, self.node_id,
+            recovery_threads=config.get("num.recovery.threads.per.data.dir"),
         )
         raft = raft_config(config)
         settings = MetadataLogSettings.from_config(config)
@@ -217,7 +218,13 @@ class Broker:
         image = self.quorum.load()
         # Logs load with their topic's configs (index interval and size matter
         # when an index is rebuilt), so the metadata image comes first.
-        self.log_manager.startup(lambda topic: self._load_config_for(image, topic))
+        metrics_port = self.config.get("odradek.metrics.port")
+        if metrics_port >= 0:  # before the logs load: the load's progress is a metric
+            self.metrics.serve(self.config.get("odradek.metrics.host"), metrics_port)
+        # Off the event loop (recovery may take a while; the loop keeps the
+        # metadata quorum's timers and the metrics going).
+        await asyncio.to_thread(
+            self.log_manager.startup, lambda topic: self._load_config_for(image, topic))
         if self.lifecycle is None:
             self._publish_metadata(image)
         if isinstance(self.quorum, RaftMetadataQuorum):
@@ -256,9 +263,6 @@ class Broker:
         )
         self.log_cleaner.start()
         await self._serve({e.name for e in self.config.listeners})
-        metrics_port = self.config.get("odradek.metrics.port")
-        if metrics_port >= 0:
-            self.metrics.serve(self.config.get("odradek.metrics.host"), metrics_port)
         log.info(
             "odradek node %d started in %.0f ms (cluster %s, %d partitions, log.dirs=%s)",
             self.node_id,

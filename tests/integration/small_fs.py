@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Self
 
 
 def _can_mount(probe: Path) -> bool:
@@ -22,9 +23,9 @@ def _can_mount(probe: Path) -> bool:
         return False
     probe.mkdir(parents=True, exist_ok=True)
     ok = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(probe)],
-                        capture_output=True).returncode == 0
+                        check=False, capture_output=True).returncode == 0
     if ok:
-        subprocess.run(["umount", str(probe)], capture_output=True)
+        subprocess.run(["umount", str(probe)], check=False, capture_output=True)
     probe.rmdir()
     return ok
 
@@ -36,7 +37,7 @@ class SmallFilesystem:
         self.real = _can_mount(path.with_name(path.name + ".probe"))
         self.mounted = False
 
-    def __enter__(self) -> SmallFilesystem:
+    def __enter__(self) -> Self:
         self.path.mkdir(parents=True, exist_ok=True)
         if self.real:
             subprocess.check_call(["mount", "-t", "tmpfs", "-o", f"size={self.size_bytes}",
@@ -46,7 +47,7 @@ class SmallFilesystem:
 
     def __exit__(self, *exc: object) -> None:
         if self.mounted:
-            subprocess.run(["umount", "-l", str(self.path)], capture_output=True)
+            subprocess.run(["umount", "-l", str(self.path)], check=False, capture_output=True)
             self.mounted = False
 
     def wrapper(self) -> list[str]:
