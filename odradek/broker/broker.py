@@ -39,6 +39,7 @@ from ..security.sasl_config import controller_client, inter_broker_client, serve
 from ..security.tls import ListenerTls
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
+from ..storage.free_space import FreeSpaceFloor
 from ..storage.log import kafka_uuid_string
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
@@ -98,6 +99,9 @@ class Broker:
             self.log_dirs, self.default_log_config, self.cluster_id, self.node_id,
             recovery_threads=config.get("num.recovery.threads.per.data.dir"),
         )
+        self.log_manager.free_space = FreeSpaceFloor(
+            config.get("log.dir.free.space.min.bytes"),
+            config.get("log.dir.free.space.min.percent"))
         raft = raft_config(config)
         settings = MetadataLogSettings.from_config(config)
         # A controller is a voter (alone or among several); a broker-only node

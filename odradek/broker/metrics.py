@@ -11,6 +11,8 @@ Kafka exposes JMX MBeans; odradek exposes the same ideas with Prometheus names:
     odradek_partition_log_end_offset{topic,partition}
     odradek_partition_log_start_offset{topic,partition}
     odradek_partition_size_bytes{topic,partition}
+    odradek_log_dir_free_bytes{dir}             free bytes of the dir's filesystem
+    odradek_log_dir_below_free_space_floor{dir} 1 while produce to it is refused
     odradek_log_load_partitions_total           partitions found at start-up
     odradek_log_load_partitions_loaded          of those, loaded so far
     odradek_log_load_partitions_recovered       of those, CRC-scanned (unflushed tail)
@@ -74,6 +76,18 @@ class _PartitionCollector(Collector):
         yield leo
         yield lso
         yield size
+        free = GaugeMetricFamily("odradek_log_dir_free_bytes",
+                                 "Free bytes of the log dir's filesystem", labels=["dir"])
+        below = GaugeMetricFamily(
+            "odradek_log_dir_below_free_space_floor",
+            "1 while produce to the dir is refused for want of free space", labels=["dir"])
+        floor = self.broker.log_manager.free_space
+        for dir in self.broker.log_manager.online_dirs():
+            space = floor.space(dir)
+            free.add_metric([str(dir)], space.free_bytes)
+            below.add_metric([str(dir)], 1 if space.below else 0)
+        yield free
+        yield below
 
 
 class BrokerMetrics:

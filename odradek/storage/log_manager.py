@@ -72,6 +72,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from odradek.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, fsync_dir
+from odradek.storage.free_space import FreeSpaceFloor
 from odradek.storage.load_progress import LoadProgress
 from odradek.storage.log import (
     FlushScheduler,
@@ -145,6 +146,8 @@ class LogManager:
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._clock_ms = clock_ms
         self.recovery_threads = max(1, recovery_threads)
+        # produce stops below it (storage/free_space.py); no floor unless configured
+        self.free_space = FreeSpaceFloor(0, 0.0)
         self.load_progress = LoadProgress()
         self._config_for: Callable[[str], LogConfig] | None = None
         self._logs: dict[tuple[str, int], PartitionLog] = {}
@@ -330,6 +333,17 @@ class LogManager:
 
     def is_offline(self, plog: PartitionLog) -> bool:
         return plog.offline
+
+    def write_refused(self, plog: PartitionLog) -> str | None:
+        """Why a client write to ``plog`` is refused (its dir is below its
+        free-space floor), or None."""
+        dir = self._dir_of.get((plog.topic, plog.partition))
+        return None if dir is None else self.free_space.refused(dir)
+
+    def appended(self, plog: PartitionLog, size: int) -> None:
+        dir = self._dir_of.get((plog.topic, plog.partition))
+        if dir is not None:
+            self.free_space.appended(dir, size)
 
     # -- logs ----------------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
