@@ -54,6 +54,7 @@ from . import services
 from .connection_limits import ConnectionLimits
 from .controller_service import ControllerHost, ControllerService
 from .dir_reports import DirectoryReportHost, DirectoryReports
+from .fd_budget import FdBudget, raise_open_files_limit
 from .fetch_session import FetchSessionCache
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
@@ -99,6 +100,9 @@ class Broker:
             self.log_dirs, self.default_log_config, self.cluster_id, self.node_id,
             recovery_threads=config.get("num.recovery.threads.per.data.dir"),
         )
+        # None on a controller-only node: it hosts no partitions
+        self.fd_budget = (FdBudget(config.get("odradek.open.files.reserve"))
+                          if "broker" in config.process_roles else None)
         self.log_manager.free_space = FreeSpaceFloor(
             config.get("log.dir.free.space.min.bytes"),
             config.get("log.dir.free.space.min.percent"))
@@ -213,6 +217,7 @@ class Broker:
 
     async def start(self) -> None:
         started = time.monotonic()
+        raise_open_files_limit()
         loop = asyncio.get_running_loop()
         # Bind before anything registers an endpoint (Kafka's SocketServer
         # binds before BrokerLifecycleManager registers): a taken port stops

@@ -31,7 +31,7 @@ def _summaries(proc: BrokerProcess) -> list[tuple[int, str, int, int, int]]:
 
 def _metric(port: int, name: str) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    [value] = re.findall(rf"^{name} (\S+)$", text, re.M)
+    [value] = re.findall(rf"^{name} (\S+)$", text, re.MULTILINE)
     return float(value)
 
 

@@ -47,7 +47,7 @@ def _produce(bootstrap: str, topic: str, n: int) -> tuple[int, str | None]:
 
 def _metric(port: int, name: str) -> float:
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    [value] = re.findall(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.M)
+    [value] = re.findall(rf"^{name}\{{[^}}]*\}} (\S+)$", text, re.MULTILINE)
     return float(value)
 
 

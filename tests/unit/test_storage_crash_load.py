@@ -46,7 +46,7 @@ def _crashed_dir(root: Path, partitions: int, unflushed: set[int]) -> None:
 def test_a_crash_with_nothing_unflushed_recovers_nothing(tmp_path: Path) -> None:
     root = tmp_path / "d"
     _crashed_dir(root, 6, unflushed={2})
-    index = root / "t-0" / sorted(p.name for p in (root / "t-0").glob("*.index"))[-1]
+    index = root / "t-0" / max(p.name for p in (root / "t-0").glob("*.index"))
     assert index.stat().st_size == CONFIG.segment_index_bytes  # preallocated, as left
     epochs = {p: (root / f"t-{p}" / "leader-epoch-checkpoint").stat().st_mtime_ns
               for p in range(6)}
@@ -72,7 +72,7 @@ def test_a_crash_with_nothing_unflushed_recovers_nothing(tmp_path: Path) -> None
 def test_a_torn_tail_past_the_recovery_point_is_cut(tmp_path: Path) -> None:
     root = tmp_path / "d"
     _crashed_dir(root, 1, unflushed={0})
-    active = sorted((root / "t-0").glob("*.log"))[-1]
+    active = max((root / "t-0").glob("*.log"))
     os.truncate(active, active.stat().st_size - 7)  # the unflushed batch, torn
     again = LogManager([root], CONFIG, CLUSTER, 1)
     again.startup()
