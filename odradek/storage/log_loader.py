@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.protocol.records import BatchHeader
+from odradek.storage.checkpoint import fsync
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
 from odradek.storage.segment import (
@@ -82,7 +83,7 @@ def write_partition_metadata(dir: Path, topic_id: uuid.UUID) -> None:
     with open(tmp, "w", encoding="ascii") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        fsync(f.fileno())
     os.replace(tmp, dir / PARTITION_METADATA_FILE)
 
 

@@ -290,6 +290,16 @@ class LogManager:
         self._logs[key] = plog
         self._dir_of[key] = dir
 
+    def adopt(self, topic: str, partition: int, plog: PartitionLog, dir: Path) -> None:
+        """Take a log created elsewhere (storage/new_logs.py) into ``dir``'s."""
+        self._adopt((topic, partition), plog, dir)
+
+    def partition_counts(self) -> dict[Path, int]:
+        counts = {dir: 0 for dir in self.log_dirs}
+        for dir in self._dir_of.values():
+            counts[dir] += 1
+        return counts
+
     def attach_flusher(self, flusher: FlushScheduler) -> None:
         """Route flushes through a group-commit flusher (storage/flusher.py)."""
         self.flusher = flusher
@@ -384,9 +394,7 @@ class LogManager:
         if assigned or len(online) == 1:
             dir = assigned[0] if assigned else online[0]
         else:  # the dir with the fewest partitions (a walk over all: not on one dir)
-            counts = {dir: 0 for dir in self.log_dirs}
-            for dir in self._dir_of.values():
-                counts[dir] += 1
+            counts = self.partition_counts()
             dir = min(online, key=lambda d: counts[d])
         try:
             plog = PartitionLog.open(

@@ -10,6 +10,7 @@ from ...metadata.controller import NewTopic, Result
 from ...protocol import errors as E
 from ...security.resources import AclOperation as Op
 from ..context import RequestContext
+from ..log_precreate import commit_with_logs
 from ..services import AdminServices
 from . import authz
 
@@ -23,8 +24,11 @@ async def create_topics(
         # a broker-only node, or a standby voter: the active controller decides
         return await broker.lifecycle.create_topics(topics, validate_only)
     async with broker.metadata_lock:
-        results, records = broker.controller.create_topics(broker.image, topics, validate_only)
-        await broker.quorum.commit(records)
+        image = broker.image
+        results, records = broker.controller.create_topics(image, topics, validate_only)
+        # this node's new logs made off the event loop first (log_precreate.py)
+        await commit_with_logs(broker.node_id, broker.replica_manager, image, records,
+                               broker.quorum.commit)
     return results
 
 
@@ -192,11 +196,13 @@ async def handle_create_partitions(
             growth.append((name, count - len(topic.partitions), rf, assignments))
     over_budget = _over_fd_budget(broker, growth)
     async with broker.metadata_lock:
+        image = broker.image
         results, records = broker.controller.create_partitions(
-            broker.image, [r for r in requests if r[0] in alterable and r[0] not in over_budget],
+            image, [r for r in requests if r[0] in alterable and r[0] not in over_budget],
             req.validate_only
         )
-        await broker.quorum.commit(records)
+        await commit_with_logs(broker.node_id, broker.replica_manager, image, records,
+                               broker.quorum.commit)
     results.update(over_budget)
     for name, _, _ in requests:
         if name not in alterable:
