@@ -248,7 +248,8 @@ def partitions_broker(base: Path, count: int, repo: Path) -> None:
                               "clean_start_s": round(clean_s, 2), "kill9_start_s":
                               round(kill9_s, 2), "ratio": round(kill9_s / clean_s, 2),
                               "log_load_ms_clean_kill9": loads[-2:],
-                              "recovered_after_kill9": int(recovered[-1])}), flush=True)
+                              "recovered_after_kill9": int(recovered[-1]) if recovered
+                              else None}), flush=True)
             proc.stop()
     finally:
         proc.close()
