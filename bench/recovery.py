@@ -17,6 +17,23 @@ by the largest case plus one segment; everything is deleted at the end. Free
 space is checked first and the run scales down (and says so) if it does not fit.
 
     python bench/recovery.py --unflushed-gib 1 --flushed-gib 10 --dir /tmp
+
+Many partitions (issue 15.4): ``--partitions N`` instead times the start-up of
+N partitions holding one record each, everything flushed and the recovery
+points checkpointed at the log ends, after a clean stop and after kill -9:
+
+* ``--partitions N --broker``: a real broker process (tests/integration/
+  broker_proc.py, run from the checkout given by ``--repo``, default this
+  one): the topic is created and written through the broker, which is then
+  stopped cleanly, started (timed: process start to port open, and the log
+  load the broker reports), killed with SIGKILL and started again (timed).
+* ``--partitions N``: the storage classes only (LogManager.startup), the logs
+  built directly: clean load vs load after a crash (active segments' indexes
+  left preallocated, no clean-shutdown marker). Every log holds 3 descriptors
+  open (no lazy opening yet): N is bounded by the open-files limit / 3.
+
+    python bench/recovery.py --partitions 5000 --broker
+    python bench/recovery.py --partitions 5000
 """
 
 from __future__ import annotations
@@ -131,6 +148,121 @@ def run_case(name: str, base: Path, gib: float, segment_bytes: int) -> list[dict
     return results
 
 
+# -- many partitions -----------------------------------------------------------------
+
+def _load_seconds(root: Path) -> tuple[float, int, int]:
+    manager = LogManager([root], LogConfig(), CLUSTER_ID, 1)
+    started = time.monotonic()
+    manager.startup()
+    elapsed = time.monotonic() - started
+    progress = manager.load_progress
+    for log in manager.all_logs():
+        log.close()
+    return elapsed, progress.partitions_loaded, progress.partitions_recovered
+
+
+def partitions_storage(base: Path, count: int) -> None:
+    """N one-record partitions built with the storage classes; clean vs crash load."""
+    from odradek.storage import new_logs
+
+    root = base / "logs"
+    config = LogConfig()
+    manager = LogManager([root], config, CLUSTER_ID, 1)
+    manager.startup()
+    started = time.monotonic()
+    specs = [new_logs.NewLog(TOPIC, p, uuid.uuid4(), config, 0) for p in range(count)]
+    new_logs.adopt(manager, new_logs.open_planned(new_logs.plan(manager, specs)))
+    for plog in manager.all_logs():
+        buf = bytearray(build_batch([Record(-1, int(time.time() * 1000), b"k", b"v" * 100)]))
+        plog.append_as_leader(buf, validate_produce_records(buf, len(buf) + 1), 0)
+    manager.shutdown()
+    print(json.dumps({"partitions": count, "build_s": round(time.monotonic() - started, 1)}),
+          flush=True)
+    for run in range(2):
+        (root / CLEAN_SHUTDOWN_FILE).write_text('{"version":0,"brokerEpoch":-1}')
+        clean = _load_seconds(root)
+        # A crash: the logs opened (active indexes preallocated), checkpointed, not closed.
+        crashed = LogManager([root], config, CLUSTER_ID, 1)
+        crashed.startup()
+        crashed.checkpoint_recovery_points()
+        for plog in crashed.all_logs():
+            for segment in plog.segments:
+                segment.close_files()
+        crash_load = _load_seconds(root)
+        print(json.dumps({"partitions": count, "run": run + 1, "mode": "storage",
+                          "clean_load_s": round(clean[0], 2), "kill9_load_s":
+                          round(crash_load[0], 2), "ratio": round(crash_load[0] / clean[0], 2),
+                          "recovered_after_kill9": crash_load[2]}), flush=True)
+        # the crash load checkpointed nothing and left no marker: back to a clean state
+        again = LogManager([root], config, CLUSTER_ID, 1)
+        again.startup()
+        again.shutdown()
+
+
+def partitions_broker(base: Path, count: int, repo: Path) -> None:
+    """N one-record partitions in a real broker: clean vs kill -9 start-up."""
+    import re
+    import sys
+
+    sys.path.insert(0, str(repo))
+    from tests.integration.broker_proc import BrokerProcess  # the checkout under test
+    from tests.integration.clients import ck_admin
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import NewTopic
+
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = max(3 * count + 1024, 4096)  # 3 per partition (broker/fd_budget.py)
+    if hard != resource.RLIM_INFINITY:
+        files = min(files, hard)
+    limit = {} if soft == resource.RLIM_INFINITY or soft >= files else {
+        "wrapper": ["prlimit", f"--nofile={files}:{files}"]}
+    proc = BrokerProcess(data_dir=base / "data", log_path=base / "broker.log",
+                         ready_timeout_s=3600, **limit,  # type: ignore[arg-type]
+                         overrides={"log.flush.interval.messages": 1,
+                                    "log.flush.offset.checkpoint.interval.ms": 500})
+    summary = re.compile(r"loaded the logs of \S+ in (\d+) ms")
+    try:
+        proc.start()
+        started = time.monotonic()
+        admin = ck_admin(proc.bootstrap, **{"socket.timeout.ms": 300_000})
+        [f] = admin.create_topics([NewTopic(TOPIC, count, 1)], operation_timeout=3600,
+                                  request_timeout=3600).values()
+        f.result(timeout=3600)
+        p = Producer({"bootstrap.servers": proc.bootstrap, "acks": "all", "linger.ms": 50})
+        for i in range(count):
+            p.produce(TOPIC, b"v", partition=i)
+            if i % 1000 == 0:
+                p.poll(0)
+        assert p.flush(600) == 0
+        print(json.dumps({"partitions": count, "create_and_fill_s":
+                          round(time.monotonic() - started, 1)}), flush=True)
+        time.sleep(2)  # recovery-point checkpoints
+        proc.stop()
+        for run in range(2):
+            t = time.monotonic()
+            proc.start()
+            clean_s = time.monotonic() - t
+            proc.kill9()
+            t = time.monotonic()
+            proc.start()
+            kill9_s = time.monotonic() - t
+            loads = [int(m) for m in summary.findall(proc.log_path.read_text(errors="replace"))]
+            recovered = re.findall(r"(\d+) recovered after an unclean shutdown",
+                                   proc.log_path.read_text(errors="replace"))
+            print(json.dumps({"partitions": count, "run": run + 1, "mode": "broker",
+                              "clean_start_s": round(clean_s, 2), "kill9_start_s":
+                              round(kill9_s, 2), "ratio": round(kill9_s / clean_s, 2),
+                              "log_load_ms_clean_kill9": loads[-2:],
+                              "recovered_after_kill9": int(recovered[-1]) if recovered
+                              else None}), flush=True)
+            proc.stop()
+    finally:
+        proc.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -138,7 +270,21 @@ def main() -> int:
     parser.add_argument("--flushed-gib", type=float, default=10.0)
     parser.add_argument("--segment-bytes", type=int, default=GIB)
     parser.add_argument("--dir", default=tempfile.gettempdir())
+    parser.add_argument("--partitions", type=int, default=0)
+    parser.add_argument("--broker", action="store_true")
+    parser.add_argument("--repo", default=str(Path(__file__).resolve().parents[1]))
     args = parser.parse_args()
+    if args.partitions:
+        base = Path(args.dir) / f"odradek-recovery-bench-{os.getpid()}"
+        base.mkdir(parents=True)
+        try:
+            if args.broker:
+                partitions_broker(base, args.partitions, Path(args.repo))
+            else:
+                partitions_storage(base, args.partitions)
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+        return 0
     base = Path(args.dir) / f"odradek-recovery-bench-{os.getpid()}"
     base.mkdir(parents=True)
     free = shutil.disk_usage(base).free

@@ -103,6 +103,16 @@ _DEFS: list[ConfigDef] = [
        "set.", HIGH),
     _d("metadata.log.dir", S, None, "Directory of the metadata (KRaft) log; defaults to the "
        "first log dir.", HIGH),
+    _d("log.dir.free.space.min.bytes", L, 0, "Free bytes a log dir's filesystem keeps: "
+       "below it, produce to the dir's partitions is refused with a retriable error until "
+       "space is freed (0: no floor). Not in Kafka.", HIGH, at_least(0)),
+    _d("log.dir.free.space.min.percent", D, 0.0, "Free space, in percent of its filesystem, "
+       "a log dir keeps (the larger floor of this and log.dir.free.space.min.bytes "
+       "applies; 0: no floor). Not in Kafka.", HIGH, between(0, 100)),
+    _d("odradek.open.files.reserve", I, 128, "odradek only: open files kept free for "
+       "connections and the broker's own files: a CreateTopics or CreatePartitions that "
+       "would leave fewer free under the open-files limit is refused (POLICY_VIOLATION).",
+       MEDIUM, at_least(0)),
     _d("num.recovery.threads.per.data.dir", I, 1, "Threads per log dir for recovery at "
        "start-up and flushing at shutdown.", HIGH, at_least(1)),
     # --- topic defaults ---

@@ -39,6 +39,7 @@ from ..security.sasl_config import controller_client, inter_broker_client, serve
 from ..security.tls import ListenerTls
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
+from ..storage.free_space import FreeSpaceFloor
 from ..storage.log import kafka_uuid_string
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
@@ -53,6 +54,7 @@ from . import services
 from .connection_limits import ConnectionLimits
 from .controller_service import ControllerHost, ControllerService
 from .dir_reports import DirectoryReportHost, DirectoryReports
+from .fd_budget import FdBudget, raise_open_files_limit
 from .fetch_session import FetchSessionCache
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
@@ -97,8 +99,15 @@ class Broker:
         self.cluster_id = _find_or_make_cluster_id(self.log_dirs, config.get("cluster.id"))
         self.default_log_config: LogConfig = config.log_config()
         self.log_manager = LogManager(
-            self.log_dirs, self.default_log_config, self.cluster_id, self.node_id
+            self.log_dirs, self.default_log_config, self.cluster_id, self.node_id,
+            recovery_threads=config.get("num.recovery.threads.per.data.dir"),
         )
+        # None on a controller-only node: it hosts no partitions
+        self.fd_budget = (FdBudget(config.get("odradek.open.files.reserve"))
+                          if "broker" in config.process_roles else None)
+        self.log_manager.free_space = FreeSpaceFloor(
+            config.get("log.dir.free.space.min.bytes"),
+            config.get("log.dir.free.space.min.percent"))
         raft = raft_config(config)
         settings = MetadataLogSettings.from_config(config)
         # A controller is a voter (alone or among several); a broker-only node
@@ -222,6 +231,7 @@ class Broker:
 
     async def start(self) -> None:
         started = time.monotonic()
+        raise_open_files_limit()
         loop = asyncio.get_running_loop()
         # Bind before anything registers an endpoint (Kafka's SocketServer
         # binds before BrokerLifecycleManager registers): a taken port stops
@@ -231,7 +241,13 @@ class Broker:
         image = self.quorum.load()
         # Logs load with their topic's configs (index interval and size matter
         # when an index is rebuilt), so the metadata image comes first.
-        self.log_manager.startup(lambda topic: self._load_config_for(image, topic))
+        metrics_port = self.config.get("odradek.metrics.port")
+        if metrics_port >= 0:  # before the logs load: the load's progress is a metric
+            self.metrics.serve(self.config.get("odradek.metrics.host"), metrics_port)
+        # Off the event loop (recovery may take a while; the loop keeps the
+        # metadata quorum's timers and the metrics going).
+        await asyncio.to_thread(
+            self.log_manager.startup, lambda topic: self._load_config_for(image, topic))
         if self.lifecycle is None:
             self._publish_metadata(image)
         if isinstance(self.quorum, RaftMetadataQuorum):
@@ -272,9 +288,6 @@ class Broker:
         )
         self.log_cleaner.start()
         await self._serve({e.name for e in self.config.listeners})
-        metrics_port = self.config.get("odradek.metrics.port")
-        if metrics_port >= 0:
-            self.metrics.serve(self.config.get("odradek.metrics.host"), metrics_port)
         log.info(
             "odradek node %d started in %.0f ms (cluster %s, %d partitions, log.dirs=%s)",
             self.node_id,
@@ -360,7 +373,11 @@ class Broker:
         log_dirs = [kafka_uuid_string(d) for d in self.online_directory_ids()]
         record = R.register_broker_record(self.node_id, endpoints, rack, log_dirs=log_dirs)
         current = self.image.brokers.get(self.node_id)
-        if current is None or [
+        # A registration left fenced (e.g. every log dir failed in the last run:
+        # ClusterControl.log_dirs_offline fences a broker with no dir online) is
+        # replaced too: as a Kafka broker registers anew at every start, with the
+        # dirs it has online now, a restarted node comes back unfenced.
+        if current is None or current.fenced or current.in_controlled_shutdown or [
             {
                 "listener": e.listener,
                 "host": e.host,
@@ -369,6 +386,9 @@ class Broker:
             }
             for e in current.endpoints
         ] != endpoints or current.rack != rack or current.log_dirs != tuple(sorted(log_dirs)):
+            if current is not None and current.fenced and log_dirs:
+                log.info("registering again with log dirs %s online (the last registration "
+                         "was fenced)", ", ".join(sorted(log_dirs)))
             await self.controller_service.decide(lambda image: [record])
         # Leadership follows our log dirs: off replicas in a dir that is not
         # online, back onto those in a dir that is again (KIP-858).

@@ -102,6 +102,9 @@ class DirectoryReports:
             except ChannelError as e:
                 log.info("replica placements not yet recorded by the controller: %s", e)
                 failed = True
+            except OSError as e:  # e.g. out of file descriptors: one line, tried again
+                log.error("replica placements not recorded (tried again): %s", e)
+                failed = True
             except Exception:  # a bug in one round must not stop the placements
                 log.exception("sending replica placements failed")
                 failed = True

@@ -11,6 +11,13 @@ Kafka exposes JMX MBeans; odradek exposes the same ideas with Prometheus names:
     odradek_partition_log_end_offset{topic,partition}
     odradek_partition_log_start_offset{topic,partition}
     odradek_partition_size_bytes{topic,partition}
+    odradek_log_dir_free_bytes{dir}             free bytes of the dir's filesystem
+    odradek_log_dir_below_free_space_floor{dir} 1 while produce to it is refused
+    odradek_log_load_partitions_total           partitions found at start-up
+    odradek_log_load_partitions_loaded          of those, loaded so far
+    odradek_log_load_partitions_recovered       of those, CRC-scanned (unflushed tail)
+    odradek_log_load_recovered_bytes            bytes the recovery scans checked
+    odradek_log_load_seconds                    how long the load took
 
 Per-request cost is one counter increment and one histogram observation; the
 per-partition figures are read only when the endpoint is scraped. Each broker
@@ -29,6 +36,7 @@ from prometheus_client.registry import Collector
 
 from ..protocol import api
 from ..replication.replica_manager import ReplicaManager
+from ..storage.log_manager import LogManager
 
 
 class MetricsHost(Protocol):
@@ -38,6 +46,8 @@ class MetricsHost(Protocol):
     def connections(self) -> Sized: ...
     @property
     def replica_manager(self) -> ReplicaManager: ...
+    @property
+    def log_manager(self) -> LogManager: ...
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +76,18 @@ class _PartitionCollector(Collector):
         yield leo
         yield lso
         yield size
+        free = GaugeMetricFamily("odradek_log_dir_free_bytes",
+                                 "Free bytes of the log dir's filesystem", labels=["dir"])
+        below = GaugeMetricFamily(
+            "odradek_log_dir_below_free_space_floor",
+            "1 while produce to the dir is refused for want of free space", labels=["dir"])
+        floor = self.broker.log_manager.free_space
+        for dir in self.broker.log_manager.online_dirs():
+            space = floor.space(dir)
+            free.add_metric([str(dir)], space.free_bytes)
+            below.add_metric([str(dir)], 1 if space.below else 0)
+        yield free
+        yield below
 
 
 class BrokerMetrics:
@@ -86,6 +108,20 @@ class BrokerMetrics:
         Gauge("odradek_partitions", "Partitions hosted", registry=self.registry
               ).set_function(lambda: len(broker.replica_manager.partitions))
         self.registry.register(_PartitionCollector(broker))
+        progress = broker.log_manager.load_progress
+        for name, what, read in (
+            ("partitions_total", "Partitions found in the log dirs at start-up",
+             lambda: progress.partitions_total),
+            ("partitions_loaded", "Partitions loaded so far at start-up",
+             lambda: progress.partitions_loaded),
+            ("partitions_recovered", "Partitions recovered (CRC-scanned) at start-up",
+             lambda: progress.partitions_recovered),
+            ("recovered_bytes", "Bytes CRC-checked by start-up recovery",
+             lambda: progress.bytes_recovered),
+            ("seconds", "Seconds the logs took to load at start-up",
+             lambda: progress.seconds),
+        ):
+            Gauge(f"odradek_log_load_{name}", what, registry=self.registry).set_function(read)
         # api key -> (requests child, latency child, errors child), made on first use
         self._children: dict[int, tuple[Any, Any, Any]] = {}
         self.port: int | None = None

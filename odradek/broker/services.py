@@ -27,6 +27,7 @@ from ..replication.replica_manager import ReplicaManager
 from ..storage.log_manager import LogManager
 from ..tiered.service import RemoteTier
 from .controller_service import ControllerService
+from .fd_budget import FdBudget
 from .fetch_session import FetchSessionCache
 from .lifecycle import BrokerLifecycle
 
@@ -68,6 +69,8 @@ class AdminServices(Identity, Replicas, MetadataWrites, Protocol):
 
     @property
     def lifecycle(self) -> BrokerLifecycle | None: ...
+    @property
+    def fd_budget(self) -> FdBudget | None: ...
 
 
 class ConfigServices(Identity, MetadataWrites, Protocol):

@@ -22,9 +22,11 @@ directory is fsynced, so a crash leaves either the old or the new file.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 CHECKPOINT_VERSION = 0
@@ -52,7 +54,7 @@ def write_checkpoint_lines(path: Path, lines: list[str], version: int = CHECKPOI
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(body)
             f.flush()
-            os.fsync(f.fileno())
+            fsync(f.fileno())
         os.replace(tmp, path)
     fsync_dir(path.parent)
 
@@ -82,9 +84,50 @@ def read_checkpoint_lines(path: Path, version: int = CHECKPOINT_VERSION) -> list
 
 
 def fsync_dir(dir: Path) -> None:
+    if _deferring():
+        return
     fd = os.open(dir, os.O_RDONLY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# Many new files at once (storage/new_logs.py): the fsyncs the checkpoint and
+# metadata writes of this thread would make are skipped inside `deferred_sync`,
+# and the caller syncs the whole filesystem once after (`syncfs`).
+_deferred = threading.local()
+
+
+def _deferring() -> bool:
+    return bool(getattr(_deferred, "on", False))
+
+
+@contextlib.contextmanager
+def deferred_sync() -> Iterator[None]:
+    _deferred.on = True
+    try:
+        yield
+    finally:
+        _deferred.on = False
+
+
+def fsync(fd: int) -> None:
+    """os.fsync, unless this thread is inside `deferred_sync`."""
+    if not _deferring():
+        os.fsync(fd)
+
+
+def syncfs(dir: Path) -> None:
+    """Flush everything written to ``dir``'s filesystem (Linux syncfs(2); else sync)."""
+    fd = os.open(dir, os.O_RDONLY)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(dir))
+    except AttributeError:  # no syncfs in this libc
+        os.sync()
     finally:
         os.close(fd)
 

@@ -59,6 +59,12 @@ class CorruptIndex(Exception):
     """The index file does not describe its segment; the segment rebuilds it."""
 
 
+# An index file is read in pieces, the first this size (a multiple of both entry
+# sizes), each next one twice the last, up to the max.
+_LOAD_CHUNK_BYTES = 24 * 512
+_LOAD_CHUNK_MAX_BYTES = 24 * 512 * 1024
+
+
 def _big_endian_array(typecode: str, data: bytes) -> array:
     values = array(typecode)
     values.frombytes(data)
@@ -101,13 +107,25 @@ class _IndexFile:
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return
+        # Read up to the first zero entry past the first: entries increase, so
+        # the valid prefix ends there (an active segment's index left by a crash
+        # is preallocated to segment.index.bytes of zeros: not read whole).
+        data = bytearray()
+        size = self.entry_bytes
+        zero = bytes(size)
         try:
-            with open(self.path, "rb") as f:
-                data = f.read()
+            with open(self.path, "rb", buffering=0) as f:
+                piece = _LOAD_CHUNK_BYTES
+                while chunk := f.read(piece):
+                    data += chunk
+                    piece = min(piece * 2, _LOAD_CHUNK_MAX_BYTES)
+                    usable = len(data) - len(data) % size
+                    if usable > size and data[usable - size:usable] == zero:
+                        break
         except FileNotFoundError:
-            data = b""
-        usable = len(data) - len(data) % self.entry_bytes
-        self._load_entries(data[:usable])
+            pass
+        usable = len(data) - len(data) % size
+        self._load_entries(bytes(data[:usable]))
         self._loaded = True
 
     def make_writable(self, max_index_bytes: int) -> None:

@@ -149,6 +149,17 @@ class LeaderEpochFileCache(LeaderEpochCache):
     def __init__(self, path: Path, entries: list[tuple[int, int]] | None = None) -> None:
         super().__init__(entries)
         self.path = Path(path)
+        # While a log loads: the entries the file holds, written once at the end
+        # if they changed (a recovery re-learns every epoch it scans).
+        self._written: list[tuple[int, int]] | None = None
+
+    def defer_writes(self) -> None:
+        self._written = list(self.entries)
+
+    def write_deferred(self) -> None:
+        written, self._written = self._written, None
+        if written is not None and written != list(self.entries):
+            self.flush()
 
     @classmethod
     def load(cls, dir: Path) -> LeaderEpochFileCache:
@@ -176,6 +187,8 @@ class LeaderEpochFileCache(LeaderEpochCache):
         return cls(path, entries)
 
     def flush(self) -> None:
+        if self._written is not None:
+            return
         write_checkpoint_lines(
             self.path, [f"{e} {o}" for e, o in zip(self._epochs, self._offsets)]
         )

@@ -109,6 +109,7 @@ class LocalLog:
         self.recovery_point = self.log_end_offset
         self.last_flush_ms = clock_ms()
         self.truncated_on_load_bytes = 0
+        self.recovered_on_load_bytes = 0  # CRC-checked by a recovery scan at load
         self.leader_epoch_cache = leader_epoch_cache or LeaderEpochFileCache.load(dir)
         # Set by the log manager: called with the error when a file operation
         # fails, before the error goes up as KafkaStorageError.

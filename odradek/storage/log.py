@@ -157,6 +157,7 @@ class PartitionLog(LocalLog):
         log = cls(Path(dir), topic, partition, config, topic_id, clock_ms, loaded.segments,
                   loaded.leader_epoch_cache)
         log.truncated_on_load_bytes = loaded.truncated_bytes
+        log.recovered_on_load_bytes = loaded.recovered_bytes
         log.log_start_offset = loaded.log_start_offset
         log.recovery_point = loaded.recovery_point
         if high_watermark is not None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.protocol.records import BatchHeader
+from odradek.storage.checkpoint import fsync
 from odradek.storage.leader_epoch import LeaderEpochFileCache
 from odradek.storage.log_config import LogConfig
 from odradek.storage.segment import (
@@ -82,7 +83,7 @@ def write_partition_metadata(dir: Path, topic_id: uuid.UUID) -> None:
     with open(tmp, "w", encoding="ascii") as f:
         f.write(text)
         f.flush()
-        os.fsync(f.fileno())
+        fsync(f.fileno())
     os.replace(tmp, dir / PARTITION_METADATA_FILE)
 
 
@@ -113,6 +114,7 @@ class LoadedSegments:
     recovery_point: int
     truncated_bytes: int  # cut from corrupt or torn tails
     clean: bool  # a clean shutdown and nothing truncated: producer state need not replay
+    recovered_bytes: int = 0  # CRC-checked by the recovery scan (0: nothing recovered)
 
 
 def load_segments(
@@ -142,26 +144,42 @@ def load_segments(
         _log.info("%s: %s", dir, action)
     bases = _segment_bases(dir)
     epoch_cache = LeaderEpochFileCache.load(dir)
+    epoch_cache.defer_writes()  # one write at the end, if the load changed it
     recover_from = _first_segment_to_recover(dir, bases, recovery_point, had_clean_shutdown)
     segments: list[LogSegment] = []
     truncated = 0
+    scanned = 0
     for i, base in enumerate(bases):
         active = i == len(bases) - 1
         recover = i >= recover_from
-        if recover and i == recover_from:
-            # The scan re-learns the epochs of everything it reads.
-            epoch_cache.truncate_from_end(base)
-        segment = LogSegment.open(
-            dir,
-            base,
-            index_interval_bytes=config.index_interval_bytes,
-            max_index_bytes=config.segment_index_bytes,
-            now_ms=now_ms,
-            active=active,
-            recover=recover,
-            segment_jitter_ms=config.segment_jitter_ms,
-            on_batch=_epoch_learner(epoch_cache) if recover else None,
-        )
+        segment = None
+        size_before = -1
+        if recover and active and i == recover_from and recovery_point is not None:
+            # The recovery point is in the last segment: if it is the log end,
+            # nothing was written after the last flush and there is nothing to
+            # recover (issue 15.4: a crash costs what a clean load costs).
+            size_before = (dir / segment_file_name(base, LOG_SUFFIX)).stat().st_size
+            segment = _open_if_flushed_to_end(dir, base, config, now_ms, recovery_point)
+        if segment is None:
+            if recover and i == recover_from:
+                # The scan re-learns the epochs of everything it reads.
+                epoch_cache.truncate_from_end(base)
+            segment = LogSegment.open(
+                dir,
+                base,
+                index_interval_bytes=config.index_interval_bytes,
+                max_index_bytes=config.segment_index_bytes,
+                now_ms=now_ms,
+                active=active,
+                recover=recover,
+                segment_jitter_ms=config.segment_jitter_ms,
+                on_batch=_epoch_learner(epoch_cache) if recover else None,
+            )
+            if size_before > segment.size_bytes + segment.recovery_truncated_bytes:
+                # the look before (an index rebuild) already cut a torn tail
+                segment.recovery_truncated_bytes = size_before - segment.size_bytes
+            if recover:
+                scanned += segment.size_bytes + segment.recovery_truncated_bytes
         truncated += segment.recovery_truncated_bytes
         segments.append(segment)
         if segment.recovery_truncated_bytes and not active:
@@ -201,6 +219,7 @@ def load_segments(
         if first is not None and first.partition_leader_epoch >= 0:
             epoch_cache.assign(first.partition_leader_epoch, start)
     epoch_cache.truncate_from_start(start)
+    epoch_cache.write_deferred()
     return LoadedSegments(
         segments=segments,
         leader_epoch_cache=epoch_cache,
@@ -208,7 +227,27 @@ def load_segments(
         recovery_point=recovered_to,
         truncated_bytes=truncated,
         clean=had_clean_shutdown and truncated == 0,
+        recovered_bytes=scanned,
     )
+
+
+def _open_if_flushed_to_end(
+    dir: Path, base: int, config: LogConfig, now_ms: int, recovery_point: int
+) -> LogSegment | None:
+    """The active segment opened as after a clean shutdown, if it ends exactly at
+    the recovery point with no byte after its last whole batch: everything in
+    it was flushed (the recovery point says so), so a CRC scan would find what a
+    clean load finds. Else None (the caller recovers it)."""
+    segment = LogSegment.open(
+        dir, base, index_interval_bytes=config.index_interval_bytes,
+        max_index_bytes=config.segment_index_bytes, now_ms=now_ms, active=True,
+        segment_jitter_ms=config.segment_jitter_ms,
+    )
+    if segment.next_offset == recovery_point and segment.whole_batches_end() == (
+            segment.size_bytes):
+        return segment
+    segment.close_files()
+    return None
 
 
 def _first_segment_to_recover(

@@ -68,9 +68,12 @@ import shutil
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from odradek.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, fsync_dir
+from odradek.storage.free_space import FreeSpaceFloor
+from odradek.storage.load_progress import LoadProgress
 from odradek.storage.log import (
     FlushScheduler,
     KafkaStorageError,
@@ -129,6 +132,7 @@ class LogManager:
         cluster_id: str,
         node_id: int,
         clock_ms: Callable[[], int] = wall_clock_ms,
+        recovery_threads: int = 1,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
@@ -141,6 +145,10 @@ class LogManager:
         self.flusher: FlushScheduler | None = None
         self.had_clean_shutdown: dict[Path, bool] = {}
         self._clock_ms = clock_ms
+        self.recovery_threads = max(1, recovery_threads)
+        # produce stops below it (storage/free_space.py); no floor unless configured
+        self.free_space = FreeSpaceFloor(0, 0.0)
+        self.load_progress = LoadProgress()
         self._config_for: Callable[[str], LogConfig] | None = None
         self._logs: dict[tuple[str, int], PartitionLog] = {}
         self._dir_of: dict[tuple[str, int], Path] = {}
@@ -202,12 +210,17 @@ class LogManager:
             return {}
 
     def _load_dir(self, dir: Path) -> None:
+        """Open every log of ``dir``, ``recovery_threads`` at a time (Kafka's
+        ``num.recovery.threads.per.data.dir``): after a crash only logs with an
+        unflushed tail are scanned (log_loader.py), so most cost what a clean
+        load costs; progress goes to the log and to ``load_progress``."""
         marker = dir / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
         self.had_clean_shutdown[dir] = clean
         recovery_points = self._read_checkpoint(dir, RECOVERY_POINT_CHECKPOINT)
         start_offsets = self._read_checkpoint(dir, LOG_START_OFFSET_CHECKPOINT)
         high_watermarks = self._read_checkpoint(dir, HIGH_WATERMARK_CHECKPOINT)
+        found: list[tuple[tuple[str, int], Path]] = []
         for entry in sorted(os.scandir(dir), key=lambda e: e.name):
             if not entry.is_dir():
                 continue
@@ -224,32 +237,49 @@ class LogManager:
                 raise InconsistentBrokerMetadata(
                     f"{name} exists in both {self._dir_of[parsed]} and {dir}"
                 )
-            path = Path(entry.path)
-            started = time.monotonic()
+            found.append((parsed, Path(entry.path)))
+        progress = self.load_progress
+        progress.found(len(found))
+        started = time.monotonic()
+
+        def open_one(item: tuple[tuple[str, int], Path]) -> PartitionLog:
+            parsed, path = item
+            begun = time.monotonic()
             config = self.default_config
             if self._config_for is not None:
                 config = self._config_for(parsed[0])
             plog = PartitionLog.open(
-                path,
-                parsed[0],
-                parsed[1],
-                config,
-                read_partition_metadata(path),
+                path, parsed[0], parsed[1], config, read_partition_metadata(path),
                 clock_ms=self._clock_ms,
                 recovery_point=recovery_points.get(parsed, 0),
                 log_start_offset=start_offsets.get(parsed),
                 high_watermark=high_watermarks.get(parsed),
                 had_clean_shutdown=clean,
             )
-            if not clean or plog.truncated_on_load_bytes:
+            recovered = plog.recovered_on_load_bytes > 0 or plog.truncated_on_load_bytes > 0
+            if recovered:
                 log.info(
-                    "loaded %s from %s in %.0f ms (%s; log end offset %d, recovery point "
-                    "%d, truncated %d bytes)",
-                    name, dir, (time.monotonic() - started) * 1000,
-                    "clean shutdown" if clean else "recovered after an unclean shutdown",
-                    plog.log_end_offset, plog.recovery_point, plog.truncated_on_load_bytes,
+                    "loaded %s from %s in %.0f ms (recovered after an unclean shutdown: "
+                    "%d bytes CRC-checked; log end offset %d, recovery point %d, truncated "
+                    "%d bytes)", path.name, dir, (time.monotonic() - begun) * 1000,
+                    plog.recovered_on_load_bytes, plog.log_end_offset, plog.recovery_point,
+                    plog.truncated_on_load_bytes,
                 )
+            progress.loaded(dir, plog.recovered_on_load_bytes, recovered)
+            return plog
+
+        if self.recovery_threads > 1 and len(found) > 1:
+            with ThreadPoolExecutor(self.recovery_threads, "log-recovery") as pool:
+                plogs = list(pool.map(open_one, found))
+        else:
+            plogs = [open_one(item) for item in found]
+        for (parsed, _), plog in zip(found, plogs):
             self._adopt(parsed, plog, dir)
+        progress.seconds += time.monotonic() - started
+        progress.log_line(
+            f"loaded the logs of {dir} in {(time.monotonic() - started) * 1000:.0f} ms "
+            f"({'clean shutdown' if clean else 'unclean shutdown'}, "
+            f"{self.recovery_threads} thread(s)):")
         if clean:
             marker.unlink()
             fsync_dir(dir)
@@ -259,6 +289,16 @@ class LogManager:
         plog.flusher = self.flusher
         self._logs[key] = plog
         self._dir_of[key] = dir
+
+    def adopt(self, topic: str, partition: int, plog: PartitionLog, dir: Path) -> None:
+        """Take a log created elsewhere (storage/new_logs.py) into ``dir``'s."""
+        self._adopt((topic, partition), plog, dir)
+
+    def partition_counts(self) -> dict[Path, int]:
+        counts = {dir: 0 for dir in self.log_dirs}
+        for dir in self._dir_of.values():
+            counts[dir] += 1
+        return counts
 
     def attach_flusher(self, flusher: FlushScheduler) -> None:
         """Route flushes through a group-commit flusher (storage/flusher.py)."""
@@ -304,6 +344,17 @@ class LogManager:
     def is_offline(self, plog: PartitionLog) -> bool:
         return plog.offline
 
+    def write_refused(self, plog: PartitionLog) -> str | None:
+        """Why a client write to ``plog`` is refused (its dir is below its
+        free-space floor), or None."""
+        dir = self._dir_of.get((plog.topic, plog.partition))
+        return None if dir is None else self.free_space.refused(dir)
+
+    def appended(self, plog: PartitionLog, size: int) -> None:
+        dir = self._dir_of.get((plog.topic, plog.partition))
+        if dir is not None:
+            self.free_space.appended(dir, size)
+
     # -- logs ----------------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))
@@ -343,9 +394,7 @@ class LogManager:
         if assigned or len(online) == 1:
             dir = assigned[0] if assigned else online[0]
         else:  # the dir with the fewest partitions (a walk over all: not on one dir)
-            counts = {dir: 0 for dir in self.log_dirs}
-            for dir in self._dir_of.values():
-                counts[dir] += 1
+            counts = self.partition_counts()
             dir = min(online, key=lambda d: counts[d])
         try:
             plog = PartitionLog.open(

@@ -44,6 +44,7 @@ class OfflinePartitionLog(PartitionLog):
         self.recovery_point = 0
         self.last_flush_ms = 0
         self.truncated_on_load_bytes = 0
+        self.recovered_on_load_bytes = 0
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir / "leader-epoch-checkpoint")
         self.on_io_error = None
         self.flusher = None

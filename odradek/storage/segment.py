@@ -213,6 +213,13 @@ class LogSegment:
             self._scan_facts_from(position)
         self.bytes_since_last_index_entry = self.size_bytes - position
 
+    def whole_batches_end(self) -> int:
+        """The file position after the last whole batch (from the last index entry)."""
+        _, end = self.offset_index.lookup(LONG_MAX)
+        for position, header in self._iter_headers(end):
+            end = position + header.size
+        return end
+
     def _scan_facts_from(self, position: int) -> None:
         for _, header in self._iter_headers(position):
             if header.max_timestamp > self.max_timestamp:

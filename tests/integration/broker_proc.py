@@ -164,6 +164,7 @@ class BrokerProcess:
         env: Mapping[str, str] | None = None,
         ready_timeout_s: float = DEFAULT_READY_TIMEOUT_S,
         python: str = sys.executable,
+        wrapper: Sequence[str] = (),
     ) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown broker kind {kind!r}; expected one of {KINDS}")
@@ -180,6 +181,9 @@ class BrokerProcess:
         self.env = dict(env) if env is not None else None
         self.ready_timeout_s = ready_timeout_s
         self.python = python
+        # A command the broker runs under, e.g. ["prlimit", "--nofile=256:256"]
+        # (settable between starts: a restart with the limit lifted).
+        self.wrapper = list(wrapper)
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -209,7 +213,7 @@ class BrokerProcess:
             }
             for key, value in settings.items():
                 cmd += ["--override", f"{key}={value}"]
-            return cmd + self.extra_args
+            return self.wrapper + cmd + self.extra_args
         url = f"tcp://{HOST}:{self.port}"
         return [
             str(tansu_binary()),

@@ -10,6 +10,7 @@ from ...metadata.controller import Admit, NewTopic, Result
 from ...protocol import errors as E
 from ...security.resources import AclOperation as Op
 from ..context import RequestContext
+from ..log_precreate import commit_with_logs
 from ..services import AdminServices
 from . import authz
 
@@ -29,9 +30,11 @@ async def create_topics(
         # a broker-only node, or a standby voter: the active controller decides
         return await broker.lifecycle.create_topics(topics, validate_only)
     async with broker.metadata_lock:
-        results, records = broker.controller.create_topics(broker.image, topics, validate_only,
-                                                           admit)
-        await broker.quorum.commit(records)
+        image = broker.image
+        results, records = broker.controller.create_topics(image, topics, validate_only, admit)
+        # this node's new logs made off the event loop first (log_precreate.py)
+        await commit_with_logs(broker.node_id, broker.replica_manager, image, records,
+                               broker.quorum.commit)
     return results
 
 
@@ -49,9 +52,16 @@ async def handle_create_topics(broker: AdminServices, ctx: RequestContext, req: 
     # CREATE on the cluster, else on each topic
     creatable = ({t.name for t in new_topics} if authz.cluster_allows(ctx, Op.CREATE)
                  else authz.topics_allowed(ctx, Op.CREATE, [t.name for t in new_topics]))
+    over_budget = _over_fd_budget(broker, [
+        (t.name, t.num_partitions if t.num_partitions > 0 else broker.config.num_partitions,
+         t.replication_factor if t.replication_factor > 0
+         else broker.config.get("default.replication.factor"),
+         list(t.assignments.values()) or None)
+        for t in new_topics if t.name in creatable])
     results = await create_topics(
-        broker, [t for t in new_topics if t.name in creatable], req.validate_only,
-        _admit(ctx))
+        broker, [t for t in new_topics if t.name in creatable and t.name not in over_budget],
+        req.validate_only, _admit(ctx))
+    results.update(over_budget)
     for t in new_topics:
         if t.name not in creatable:
             results[t.name] = Result(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
@@ -92,6 +102,33 @@ def _created_topic_configs(broker: AdminServices, image: Any, t: NewTopic) -> li
         }
         for e in describe_topic_config(broker.config, overrides)
     ]
+
+
+def _over_fd_budget(
+    broker: AdminServices,
+    creations: Sequence[tuple[str, int, int, Sequence[Sequence[int]] | None]],
+) -> dict[str, Result]:
+    """The creations (name, new partitions, replication factor, assignments)
+    refused for want of file descriptors here (broker/fd_budget.py), in order:
+    each one accepted counts against the next. The replicas this node gets:
+    those the assignments name, else an even share over the live brokers."""
+    budget = broker.fd_budget
+    if budget is None:
+        return {}
+    live = sum(1 for b in broker.image.brokers.values() if not b.fenced) or 1
+    refused: dict[str, Result] = {}
+    total = 0
+    for name, partitions, rf, assignments in creations:
+        if assignments:
+            here = sum(1 for a in assignments if broker.node_id in a)
+        else:
+            here = -(-partitions * max(rf, 1) // live)
+        why = budget.refusal(total + here)
+        if why is not None:
+            refused[name] = Result(E.POLICY_VIOLATION, why)
+        else:
+            total += here
+    return refused
 
 
 async def handle_delete_topics(broker: AdminServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
@@ -157,11 +194,22 @@ async def handle_create_partitions(
         for t in req.topics
     ]
     alterable = authz.topics_allowed(ctx, Op.ALTER, [name for name, _, _ in requests])
+    image = broker.image
+    growth = []
+    for name, count, assignments in requests:
+        topic = image.topics_by_name.get(name)
+        if name in alterable and topic is not None and count > len(topic.partitions):
+            rf = len(topic.partitions[0].replicas) if topic.partitions else 1
+            growth.append((name, count - len(topic.partitions), rf, assignments))
+    over_budget = _over_fd_budget(broker, growth)
     async with broker.metadata_lock:
+        image = broker.image
         results, records = broker.controller.create_partitions(
-            broker.image, [r for r in requests if r[0] in alterable], req.validate_only,
-            _admit(ctx))
-        await broker.quorum.commit(records)
+            image, [r for r in requests if r[0] in alterable and r[0] not in over_budget],
+            req.validate_only, _admit(ctx))
+        await commit_with_logs(broker.node_id, broker.replica_manager, image, records,
+                               broker.quorum.commit)
+    results.update(over_budget)
     for name, _, _ in requests:
         if name not in alterable:
             results[name] = Result(E.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")

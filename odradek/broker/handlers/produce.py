@@ -131,6 +131,10 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                 parts.append(_partition_error(index, E.NOT_LEADER_OR_FOLLOWER))
                 continue
             plog = part.log
+            refused = rm.log_manager.write_refused(plog)
+            if refused is not None:  # below the free-space floor (storage/free_space.py)
+                parts.append(_partition_error(index, E.NOT_ENOUGH_REPLICAS, refused))
+                continue
             records = pd.records
             if not records:
                 parts.append(_partition_error(index, E.CORRUPT_MESSAGE, "empty record set"))
@@ -205,6 +209,7 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                     log.error("append to %s-%d failed: %s", name, index, e)
                 parts.append(_partition_error(index, E.KAFKA_STORAGE_ERROR, str(e)))
                 continue
+            rm.log_manager.appended(plog, len(buf))
             # The high watermark: the smallest log end offset over the ISR
             # (with the leader alone in it, its own) (replication/leader_replication.py).
             broker.replication.on_leader_append(part)

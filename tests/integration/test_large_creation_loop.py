@@ -1,0 +1,73 @@
+"""A 4,000-partition CreateTopics does not stall the event loop (issue 15.5).
+
+The broker used to create every new log on its event loop when the records
+were applied: ~9 s in which no request was answered. Now the deciding node
+makes its logs in a worker thread before it commits (broker/log_precreate.py).
+A client sends ApiVersions on one connection all along the creation: every
+answer comes within MAX_STALL_S (a bound, not a benchmark)."""
+
+from __future__ import annotations
+
+import os
+import resource
+import threading
+import time
+
+import pytest
+
+from tests.integration.broker_proc import BrokerProcess
+from tests.integration.clients import Wire, api_versions_v0, ck_admin
+
+pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
+
+PARTITIONS = 4000
+MAX_STALL_S = 2.0
+FILES = 16_000  # 3 per partition, and room
+
+
+def test_large_create_topics_keeps_answering(tmp_path, topic_name):
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wrapper: list[str] = []
+    if hard == resource.RLIM_INFINITY or hard >= FILES or os.geteuid() == 0:
+        wrapper = ["prlimit", f"--nofile={FILES}:{FILES}"]
+    else:
+        pytest.skip(f"needs an open-files limit of {FILES} (hard limit {hard})")
+    proc = BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log",
+                         wrapper=wrapper, ready_timeout_s=60)
+    try:
+        proc.start()
+        gaps: list[float] = []
+        stop = threading.Event()
+
+        def ping() -> None:
+            with Wire(proc.bootstrap) as w:
+                n = 0
+                while not stop.is_set():
+                    n += 1
+                    sent = time.monotonic()
+                    assert api_versions_v0(w, n) == (n, 0)
+                    gaps.append(time.monotonic() - sent)
+                    time.sleep(0.02)
+
+        pinger = threading.Thread(target=ping, daemon=True)
+        pinger.start()
+        from confluent_kafka.admin import NewTopic
+
+        admin = ck_admin(proc.bootstrap, **{"socket.timeout.ms": 180_000})
+        started = time.monotonic()
+        [f] = admin.create_topics([NewTopic(topic_name, PARTITIONS, 1)],
+                                  operation_timeout=120, request_timeout=180).values()
+        f.result(timeout=240)
+        took = time.monotonic() - started
+        time.sleep(0.5)
+        stop.set()
+        pinger.join(30)
+        assert gaps, "no ApiVersions answered"
+        worst = max(gaps)
+        print(f"{PARTITIONS} partitions created in {took:.1f} s; {len(gaps)} ApiVersions "
+              f"answered meanwhile, slowest {worst * 1000:.0f} ms")
+        assert worst < MAX_STALL_S, (worst, took)
+        md = admin.list_topics(topic_name, timeout=30)
+        assert len(md.topics[topic_name].partitions) == PARTITIONS
+    finally:
+        proc.close()
