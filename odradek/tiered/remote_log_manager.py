@@ -79,7 +79,6 @@ class PartitionTier:
     segments: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     loaded: bool = False
     running: bool = False
-    delete_before: int = -1  # a DeleteRecords start offset below the local start
 
     @property
     def start_offset(self) -> int:
@@ -143,15 +142,17 @@ class RemoteLogManager:
             pool.shutdown(wait=False, cancel_futures=True)
 
     async def _loop(self) -> None:
+        # the first pass at once: until a partition's view is loaded its fetches below
+        # the local start wait (handlers/fetch.py) instead of answering out of range
         interval = self.settings.task_interval_ms / 1000.0
         while True:
-            await asyncio.sleep(interval)
             try:
                 await self.run_once(wait=False)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("remote log manager pass failed")
+            await asyncio.sleep(interval)
 
     async def run_once(self, wait: bool = True) -> None:
         """Start a pass for every remote-enabled partition not already in one."""
@@ -217,6 +218,7 @@ class RemoteLogManager:
     def _publish_offsets(self, plog: PartitionLog, tier: PartitionTier) -> None:
         plog.remote_start_offset = tier.start_offset
         plog.highest_remote_offset = self._lineage_end(plog, tier)
+        plog.remote_view_loaded = True
 
     def _lineage_end(self, plog: PartitionLog, tier: PartitionTier) -> int:
         """The highest remote offset of a segment whose leader epochs agree with the
@@ -293,7 +295,7 @@ class RemoteLogManager:
             by_time = config.retention_ms >= 0 and now - m.max_timestamp_ms > config.retention_ms
             by_size = (config.retention_bytes >= 0
                        and total - m.segment_size_in_bytes >= config.retention_bytes)
-            by_start = m.end_offset < tier.delete_before
+            by_start = m.end_offset < plog.remote_deleted_before
             if not (by_time or by_size or by_start):
                 break
             if m.end_offset >= plog.log_start_offset and not by_start:

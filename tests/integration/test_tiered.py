@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from odradek.tiered.metadata_records import (
     RemoteLogSegmentMetadata,
@@ -141,9 +142,25 @@ def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
     got = ck_consume(proc.bootstrap, topic_name, N - start, offset=start, timeout=60)
     assert [r.value for r in got] == [o.value for o in outs[start:]]
 
+    # DeleteRecords inside the remote tier: the log start moves at once, the remote
+    # segments wholly below it go
+    admin = ck_admin(proc.bootstrap)
+    cut = (start + local_start) // 2
+    fs = admin.delete_records([TopicPartition(topic_name, 0, cut)], request_timeout=20)
+    assert next(iter(fs.values())).result(timeout=30).low_watermark == cut
+    assert list_offsets(proc.port, topic_name, -2, 8)[1] == cut
+    got = ck_consume(proc.bootstrap, topic_name, N - cut, offset=cut, timeout=60)
+    assert [r.value for r in got] == [o.value for o in outs[cut:]]
+
+    def below_cut_gone() -> bool:
+        starts = sorted(int(p.name.split("-", 1)[0])
+                        for p in remote_objects(root, topic_name, "metadata"))
+        return bool(starts) and starts[0] <= cut and (len(starts) == 1 or starts[1] > cut)
+
+    wait_until(below_cut_gone, timeout=20, desc="remote segments below the cut deleted")
+
     prefix = remote_partition_dir(root, topic_name).parent
     assert prefix.exists()
-    admin = ck_admin(proc.bootstrap)
     admin.delete_topics([topic_name])[topic_name].result(timeout=30)
     wait_until(lambda: not prefix.exists(), timeout=30, desc="remote prefix removed")
 

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.clients import Out, ck_admin, ck_consume, ck_produce, create_topic, wait_until
+from tests.integration.clients import (
+    Out,
+    ck_admin,
+    ck_consume,
+    ck_produce,
+    create_topic,
+    wait_until,
+)
 from tests.integration.s3_server import s3_server  # noqa: F401 - the session fixture
 from tests.integration.tiered_helpers import TIERED_BROKER, list_offsets, tiered_topic
 
