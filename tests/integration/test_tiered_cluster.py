@@ -4,6 +4,7 @@ lineage's last remote offset; every acknowledged record reads back once, in orde
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,7 +72,7 @@ def test_new_leader_continues_copying(cluster, topic_name):
                desc="the new leader copied past the old leader's records")
     segments = _segments(root, topic_name)
     # no gap: each segment starts at most one past the previous end
-    for (_, end), (start, _) in zip(segments, segments[1:], strict=False):
+    for (_, end), (start, _) in itertools.pairwise(segments):
         assert start <= end + 1, segments
     assert segments[0][0] == 0
     got = ck_consume(c.live_bootstrap(), topic_name, 2 * N, timeout=90)
