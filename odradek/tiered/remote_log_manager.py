@@ -319,7 +319,12 @@ class RemoteLogManager:
                                                         S.DELETE_SEGMENT_FINISHED))
         log.info("%s: deleted remote segment [%d, %d]", tier.tip, m.start_offset, m.end_offset)
 
-    # -- views for fetches and ListOffsets --------------------------------------------------
+    # -- views for fetches, ListOffsets and metrics ------------------------------------------
+    def hosted(self) -> list[HostedPartition]:
+        """The hosted partitions of remote-enabled topics."""
+        return [p for p in self._partitions()
+                if not p.log.offline and p.log.config.remote_storage_enable]
+
     def tier_of(self, topic: str, partition: int) -> PartitionTier | None:
         tier = self.tiers.get((topic, partition))
         return tier if tier is not None and tier.loaded else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ from odradek.tiered.metadata_records import (
     metadata_partition,
     uuid_to_b64,
 )
+from tests.integration.broker_proc import free_port
 from tests.integration.clients import (
     Out,
     ck_admin,
@@ -57,8 +59,17 @@ def _produce(proc, topic: str, outs: list[Out]) -> None:
                                                 "compression.type": "none", "acks": "all"})
 
 
+def _metric(port: int, name: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    for line in text.decode().splitlines():
+        if line.startswith((name + " ", name + "{")):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in the metrics")
+
+
 def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_name):
-    proc = broker_factory(TIERED_BROKER)
+    metrics_port = free_port()
+    proc = broker_factory({**TIERED_BROKER, "odradek.metrics.port": str(metrics_port)})
     create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
     outs = _records()
     _produce(proc, topic_name, outs)
@@ -93,6 +104,11 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
     got = ck_consume(proc.bootstrap, topic_name, N, timeout=60)
     assert [(r.key, r.value, r.offset) for r in got] == [
         (o.key, o.value, i) for i, o in enumerate(outs)]
+
+    assert _metric(metrics_port, "odradek_remote_segments_copied_total") >= len(logs)
+    assert _metric(metrics_port, "odradek_remote_bytes_fetched_total") > 0
+    assert _metric(metrics_port, "odradek_remote_reads_total") > 0
+    assert _metric(metrics_port, "odradek_remote_log_size_bytes") > 0
 
     # __remote_log_metadata holds STARTED then FINISHED for every copied segment,
     # decodable with metadata_records.decode_value (what a Spark driver does)
