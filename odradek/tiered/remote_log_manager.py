@@ -157,8 +157,12 @@ class RemoteLogManager:
     async def run_once(self, wait: bool = True) -> None:
         """Start a pass for every remote-enabled partition not already in one."""
         hosted = {}
+        disabled = {}
         for part in self._partitions():
-            if part.log.offline or not part.log.config.remote_storage_enable:
+            if part.log.offline:
+                continue
+            if not part.log.config.remote_storage_enable:
+                disabled[(part.topic, part.partition)] = part
                 continue
             key = (part.topic, part.partition)
             hosted[key] = part
@@ -173,10 +177,20 @@ class RemoteLogManager:
                 task.add_done_callback(self._passes.discard)
         for key, tier in list(self.tiers.items()):
             if key not in hosted and not tier.running:
+                off = disabled.get(key)
+                if off is not None and not off.log.config.remote_log_delete_on_disable:
+                    continue  # turned off, data kept: what the remote tier holds stays readable
                 del self.tiers[key]
                 if not self._topic_exists(tier.tip.topic_id):
                     await self._run(self.expirer, self.rsm.delete_partition, tier.tip)
                     log.info("%s: topic deleted: removed its remote tier", tier.tip)
+                elif off is not None and off.log.config.remote_log_delete_on_disable:
+                    # KIP-950: remote storage turned off with remote.log.delete.on.disable
+                    off.log.remote_start_offset = off.log.highest_remote_offset = -1
+                    if off.leader == self.node_id:
+                        await self._run(self.expirer, self.rsm.delete_partition, tier.tip)
+                        log.info("%s: remote storage disabled: removed its remote tier",
+                                 tier.tip)
         if wait:
             await asyncio.gather(*list(self._passes), return_exceptions=True)
 

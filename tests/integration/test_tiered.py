@@ -218,3 +218,27 @@ def test_kill_during_copy_leaves_nothing_half_visible(broker_factory, topic_name
     marked = {p.name.split(".", 1)[0] for p in d.glob("*.metadata")}
     wait_until(lambda: not orphan(), timeout=30, desc="orphans removed")
     assert marked <= stems
+
+
+def test_disabling_with_delete_on_disable_empties_the_remote_tier(broker_factory, topic_name):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    proc = broker_factory(TIERED_BROKER)
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    _produce(proc, topic_name, _records(300))
+    root = _remote_root(proc)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="copied and deleted locally")
+    admin = ck_admin(proc.bootstrap)
+    resource = ConfigResource("TOPIC", topic_name, incremental_configs=[
+        ConfigEntry("remote.log.delete.on.disable", "true",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("remote.storage.enable", "false",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(timeout=30)
+    wait_until(lambda: not remote_objects(root, topic_name, "log"), timeout=30,
+               desc="remote segments deleted")
+    local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
+    assert list_offsets(proc.port, topic_name, -2, 8)[1] == local_start
+    assert list_offsets(proc.port, topic_name, -5, 9) == (0, -1)

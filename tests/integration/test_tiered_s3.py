@@ -4,6 +4,8 @@ serves reads from offset 0 across the tiers, and topic deletion empties the pref
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +63,16 @@ def test_copy_read_and_delete_on_s3(broker_factory, topic_name, s3_server):  # n
         kept = local / f"{base}.log"
         kept = kept if kept.exists() else local / f"{base}.log.deleted"
         assert fs.cat_file(obj) == kept.read_bytes()
+
+    # dump-log reads a remote segment by URL
+    dump = subprocess.run(
+        [sys.executable, "-m", "odradek", "dump-log", "--verify", "--deep-iteration",
+         "--files", f"s3://{logs[0]}",
+         "--remote-option", f"endpoint_url={s3_server.endpoint_url}",
+         "--remote-option", f"key={s3_server.key}",
+         "--remote-option", f"secret={s3_server.secret}"],
+        capture_output=True, text=True, timeout=60, check=False)
+    assert dump.returncode == 0 and "no problems found" in dump.stdout, dump.stderr
 
     got = ck_consume(proc.bootstrap, topic_name, N, timeout=60)
     assert [(r.key, r.value) for r in got] == [(o.key, o.value) for o in outs]
