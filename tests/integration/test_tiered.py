@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -89,6 +90,14 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
                desc="-6 == -5 + 1")
     assert list_offsets(proc.port, topic_name, -5, 8)[0] == 35  # UNSUPPORTED_VERSION
     assert list_offsets(proc.port, topic_name, -1, 9) == (0, N)
+
+    # odradek topics describe shows the tiers' offsets
+    described = subprocess.run(
+        [sys.executable, "-m", "odradek", "topics", "--bootstrap-server", proc.bootstrap,
+         "describe", topic_name], capture_output=True, text=True, timeout=60,
+        check=True).stdout
+    assert "LogStartOffset: 0\tLocalLogStartOffset: " in described, described
+    assert f"EndOffset: {N}" in described, described
 
     # every remote .log is byte-identical to the local segment it came from
     d = Path(proc.data_dir) / f"{topic_name}-0"
