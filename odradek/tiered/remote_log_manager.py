@@ -194,8 +194,11 @@ class RemoteLogManager:
         if wait:
             await asyncio.gather(*list(self._passes), return_exceptions=True)
 
-    async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run_io(self, pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in one of the manager's thread pools."""
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+
+    _run = run_io
 
     async def _emit(self, rec: MetadataRecord) -> None:
         if self.publish is not None:

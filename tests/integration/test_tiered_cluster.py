@@ -5,6 +5,7 @@ lineage's last remote offset; every acknowledged record reads back once, in orde
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,3 +79,36 @@ def test_new_leader_continues_copying(cluster, topic_name):
     got = ck_consume(c.live_bootstrap(), topic_name, 2 * N, timeout=90)
     assert [(r.offset, r.key, r.value) for r in got] == [
         (i, o.key, o.value) for i, o in enumerate(first + second)]
+
+
+def test_follower_below_the_leaders_local_start_builds_from_remote(cluster, topic_name):
+    c = cluster
+    c.create_topic(topic_name, 1, 3, config={**tiered_topic(), "min.insync.replicas": "2"})
+    view = c.partitions(topic_name)[0]
+    leader = view.leader
+    follower = next(r for r in view.replicas if r != leader)
+    c.brokers[follower].kill9()
+    outs = _outs(0, N)
+    _produce(c, topic_name, outs)
+    port = c.brokers[leader].port
+    wait_until(lambda: list_offsets(port, topic_name, -4, 8)[1] > 0, timeout=60,
+               desc="leader copied and deleted locally")
+    c.brokers[follower].start()
+    c.wait_for_partition(topic_name, 0, lambda v: follower in v.isr, "the follower back in sync",
+                         timeout_s=60)
+    # it started over at the leader's local start and took its leader-epoch cache from
+    # the remote segment's checkpoint: epoch 0 starts below that offset (without the
+    # remote tier it would start there)
+    logged = c.brokers[follower].log_tail(200_000)
+    assert "follower state built from remote segment" in logged
+    started = int(re.search(r"behind the leader's log start (\d+)", logged).group(1))
+    checkpoint = Path(c.brokers[follower].data_dir) / f"{topic_name}-0" / "leader-epoch-checkpoint"
+    epoch, offset = checkpoint.read_text().split("\n")[2].split()
+    assert epoch == "0" and int(offset) < started, (epoch, offset, started)
+    # it can lead: the others go, it serves everything (remote part included)
+    for node in view.replicas:
+        if node != follower:
+            c.brokers[node].kill9()
+    c.wait_for_partition(topic_name, 0, lambda v: v.leader == follower, "the follower leads")
+    got = ck_consume(c.live_bootstrap(), topic_name, N, timeout=90)
+    assert [(r.offset, r.value) for r in got] == [(i, o.value) for i, o in enumerate(outs)]
