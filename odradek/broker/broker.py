@@ -58,6 +58,7 @@ from .fd_budget import FdBudget, raise_open_files_limit
 from .fetch_session import FetchSessionCache
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
+from ..tiered.metrics import RemoteTierCollector
 from ..tiered.service import RemoteTier
 from .log_tasks import LogTasks
 from .remote_metadata import RemoteMetadataPublisher
@@ -179,6 +180,8 @@ class Broker:
         self.log_cleaner: LogCleaner | None = None
         self.metadata_lock = asyncio.Lock()
         self.metrics = BrokerMetrics(self)
+        if self.remote_tier is not None:
+            self.metrics.registry.register(RemoteTierCollector(self.remote_tier))
         self.connection_limits = ConnectionLimits(config, self.metrics.registry)
         self.group_coordinator = GroupCoordinatorService(self)
         self.txn_coordinator = TransactionCoordinatorService(self)

@@ -75,6 +75,9 @@ class S3Server:
 
         return s3fs.S3FileSystem(**self.storage_options, use_listings_cache=False)
 
+    def fs(self) -> Any:  # the name the tiered-storage tests use
+        return self.filesystem()
+
     def command(self, weed: str) -> list[str]:
         ports = {name: free_port() for name in ("master", "volume", "filer")}
         grpc = {name: free_port() for name in ("master", "volume", "filer", "s3")}

@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from odradek.tiered.metadata_records import (
     RemoteLogSegmentMetadata,
@@ -21,6 +24,7 @@ from odradek.tiered.metadata_records import (
     metadata_partition,
     uuid_to_b64,
 )
+from tests.integration.broker_proc import free_port
 from tests.integration.clients import (
     Out,
     ck_admin,
@@ -56,8 +60,17 @@ def _produce(proc, topic: str, outs: list[Out]) -> None:
                                                 "compression.type": "none", "acks": "all"})
 
 
+def _metric(port: int, name: str) -> float:
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read()
+    for line in text.decode().splitlines():
+        if line.startswith((name + " ", name + "{")):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in the metrics")
+
+
 def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_name):
-    proc = broker_factory(TIERED_BROKER)
+    metrics_port = free_port()
+    proc = broker_factory({**TIERED_BROKER, "odradek.metrics.port": str(metrics_port)})
     create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
     outs = _records()
     _produce(proc, topic_name, outs)
@@ -78,6 +91,14 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
     assert list_offsets(proc.port, topic_name, -5, 8)[0] == 35  # UNSUPPORTED_VERSION
     assert list_offsets(proc.port, topic_name, -1, 9) == (0, N)
 
+    # odradek topics describe shows the tiers' offsets
+    described = subprocess.run(
+        [sys.executable, "-m", "odradek", "topics", "--bootstrap-server", proc.bootstrap,
+         "describe", topic_name], capture_output=True, text=True, timeout=60,
+        check=True).stdout
+    assert "LogStartOffset: 0\tLocalLogStartOffset: " in described, described
+    assert f"EndOffset: {N}" in described, described
+
     # every remote .log is byte-identical to the local segment it came from
     d = Path(proc.data_dir) / f"{topic_name}-0"
     logs = remote_objects(root, topic_name, "log")
@@ -92,6 +113,11 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
     got = ck_consume(proc.bootstrap, topic_name, N, timeout=60)
     assert [(r.key, r.value, r.offset) for r in got] == [
         (o.key, o.value, i) for i, o in enumerate(outs)]
+
+    assert _metric(metrics_port, "odradek_remote_segments_copied_total") >= len(logs)
+    assert _metric(metrics_port, "odradek_remote_bytes_fetched_total") > 0
+    assert _metric(metrics_port, "odradek_remote_reads_total") > 0
+    assert _metric(metrics_port, "odradek_remote_log_size_bytes") > 0
 
     # __remote_log_metadata holds STARTED then FINISHED for every copied segment,
     # decodable with metadata_records.decode_value (what a Spark driver does)
@@ -141,9 +167,25 @@ def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
     got = ck_consume(proc.bootstrap, topic_name, N - start, offset=start, timeout=60)
     assert [r.value for r in got] == [o.value for o in outs[start:]]
 
+    # DeleteRecords inside the remote tier: the log start moves at once, the remote
+    # segments wholly below it go
+    admin = ck_admin(proc.bootstrap)
+    cut = (start + local_start) // 2
+    fs = admin.delete_records([TopicPartition(topic_name, 0, cut)], request_timeout=20)
+    assert next(iter(fs.values())).result(timeout=30).low_watermark == cut
+    assert list_offsets(proc.port, topic_name, -2, 8)[1] == cut
+    got = ck_consume(proc.bootstrap, topic_name, N - cut, offset=cut, timeout=60)
+    assert [r.value for r in got] == [o.value for o in outs[cut:]]
+
+    def below_cut_gone() -> bool:
+        starts = sorted(int(p.name.split("-", 1)[0])
+                        for p in remote_objects(root, topic_name, "metadata"))
+        return bool(starts) and starts[0] <= cut and (len(starts) == 1 or starts[1] > cut)
+
+    wait_until(below_cut_gone, timeout=20, desc="remote segments below the cut deleted")
+
     prefix = remote_partition_dir(root, topic_name).parent
     assert prefix.exists()
-    admin = ck_admin(proc.bootstrap)
     admin.delete_topics([topic_name])[topic_name].result(timeout=30)
     wait_until(lambda: not prefix.exists(), timeout=30, desc="remote prefix removed")
 
@@ -185,3 +227,27 @@ def test_kill_during_copy_leaves_nothing_half_visible(broker_factory, topic_name
     marked = {p.name.split(".", 1)[0] for p in d.glob("*.metadata")}
     wait_until(lambda: not orphan(), timeout=30, desc="orphans removed")
     assert marked <= stems
+
+
+def test_disabling_with_delete_on_disable_empties_the_remote_tier(broker_factory, topic_name):
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    proc = broker_factory(TIERED_BROKER)
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    _produce(proc, topic_name, _records(300))
+    root = _remote_root(proc)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="copied and deleted locally")
+    admin = ck_admin(proc.bootstrap)
+    resource = ConfigResource("TOPIC", topic_name, incremental_configs=[
+        ConfigEntry("remote.log.delete.on.disable", "true",
+                    incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("remote.storage.enable", "false",
+                    incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(timeout=30)
+    wait_until(lambda: not remote_objects(root, topic_name, "log"), timeout=30,
+               desc="remote segments deleted")
+    local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
+    assert list_offsets(proc.port, topic_name, -2, 8)[1] == local_start
+    assert list_offsets(proc.port, topic_name, -5, 9) == (0, -1)

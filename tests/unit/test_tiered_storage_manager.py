@@ -65,3 +65,12 @@ def test_a_torn_marker_makes_the_segment_an_orphan(tmp_path: Path) -> None:
     marker.write_bytes(marker.read_bytes()[:10])
     segments, orphans = rsm.scan(TIP)
     assert segments == [] and len(orphans) == 7
+
+
+def test_leader_epoch_checkpoint_round_trip() -> None:
+    from odradek.tiered.follower_restore import parse_checkpoint
+    from odradek.tiered.remote_log_manager import _checkpoint_text
+
+    entries = [(0, 0), (3, 150), (4, 900)]
+    assert parse_checkpoint(_checkpoint_text(entries)) == entries
+    assert parse_checkpoint(_checkpoint_text([])) == []
