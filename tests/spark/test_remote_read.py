@@ -15,7 +15,6 @@ start inside a remote segment and end in the local tail.
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 import uuid
@@ -28,15 +27,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.spark.remote_plan import kafka_uuid
-from odradek.tiered.metadata_records import (
-    RemoteLogSegmentId,
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentState,
-    TopicIdPartition,
-    b64_to_uuid,
-    encode_value,
-    uuid_to_b64,
-)
+from tests.integration.remote_tier_copy import copy_closed_segments
 from tests.integration.s3_server import S3Server, s3_server  # noqa: F401 (fixture)
 
 PARTITIONS = 2
@@ -78,34 +69,6 @@ def _produce_everything(bootstrap: str, topic: str) -> None:
     assert tail.flush(30) == 0
 
 
-def _copy_closed_segments(data_dir: Path, topic: str, topic_id: str, fs: Any, url: str) -> int:
-    """What the tiered-storage copier does, by hand: every closed segment (all
-    but the active one) into the contract layout. Returns how many."""
-    copied = 0
-    for p in range(PARTITIONS):
-        pdir = data_dir / f"{topic}-{p}"
-        bases = sorted(int(f.stem) for f in pdir.glob("*.log"))
-        for base, next_base in itertools.pairwise(bases):  # the last one is active
-            seg_id = uuid.uuid4()
-            stem = f"{url}/{topic}-{topic_id}/{p}/{base:020d}-{uuid_to_b64(seg_id)}"
-            for suffix in ("index", "timeindex", "txnindex", "log"):
-                src = pdir / f"{base:020d}.{suffix}"
-                fs.pipe(f"{stem}.{suffix}", src.read_bytes() if src.exists() else b"")
-            snap = pdir / f"{next_base:020d}.snapshot"
-            fs.pipe(f"{stem}.snapshot", snap.read_bytes() if snap.exists() else b"")
-            meta = RemoteLogSegmentMetadata(
-                RemoteLogSegmentId(TopicIdPartition(b64_to_uuid(topic_id), topic, p), seg_id),
-                base, next_base - 1, 0, 0, 0, {0: base},
-                (pdir / f"{base:020d}.log").stat().st_size,
-                RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
-            fs.pipe(f"{stem}.metadata", encode_value(meta))  # the visibility marker, last
-            copied += 1
-        # A copy cut short (no marker) is never read.
-        orphan = f"{url}/{topic}-{topic_id}/{p}/{bases[-1]:020d}-{uuid_to_b64(uuid.uuid4())}"
-        fs.pipe(f"{orphan}.log", b"garbage")
-    return copied
-
-
 @pytest.fixture(scope="module")
 def tiered_topic(spark_broker: Any, s3_server: S3Server) -> dict[str, Any]:  # noqa: F811
     bootstrap = spark_broker.bootstrap
@@ -119,8 +82,9 @@ def tiered_topic(spark_broker: Any, s3_server: S3Server) -> dict[str, Any]:  # n
     desc = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
     bucket = s3_server.bucket()
     url = f"s3://{bucket}/tier"
-    copied = _copy_closed_segments(spark_broker.data_dir, topic, kafka_uuid(desc.topic_id),
-                                   s3_server.filesystem(), f"{bucket}/tier")
+    copied = copy_closed_segments(spark_broker.data_dir, topic, kafka_uuid(desc.topic_id),
+                                  PARTITIONS, s3_server.filesystem(), f"{bucket}/tier",
+                                  orphan=True)
     files = sorted(f.name + f":{f.stat().st_size}" for f in spark_broker.data_dir.glob(f"{topic}-*/*"))
     assert copied >= 8, f"only {copied} closed segments: {files}"
     return {"bootstrap": bootstrap, "topic": topic, "url": url, "s3": s3_server,

@@ -97,7 +97,7 @@ def _txn_segment() -> tuple[bytes, list[AbortedTxn]]:
     """pid 7 commits 0-2 (marker 3); pid 8 aborts 4-5 interleaved with pid 9's
     committed 6 (marker of 8 at 7, of 9 at 8); plain records 9-10; pid 8 again
     (a new transaction, committed) 11 (marker 12)."""
-    tx = {"is_transactional": True, "producer_epoch": 0}
+    tx: dict[str, Any] = {"is_transactional": True, "producer_epoch": 0}
     data = (
         build_batch(records(0, 3), base_offset=0, producer_id=7, **tx)
         + build_control_batch("commit", 7, 0, 1, base_offset=3)
