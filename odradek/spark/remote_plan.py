@@ -271,7 +271,7 @@ def discover_for(
     try:
         ids = topic_ids(admin, {t for t, _ in tps})
         return discover_segments(opts.remote_url, opts.remote_fs, tps, ids)
-    except (OSError, SegmentCorrupt, ValueError) as e:
+    except Exception as e:  # auto: anything that stops the listing (re-raised for direct)
         if opts.remote_read == "direct":
             raise
         log.warning("remote tier at %s not readable (%s); reading through the brokers",
