@@ -63,12 +63,11 @@ def fill(bootstrap: str, topic: str, partitions: int, records: int, value_bytes:
     assert p.flush(120) == 0
 
 
-def timed_read(spark: Any, opts: dict[str, str]) -> tuple[float, int]:
+def timed_read(spark: Any, opts: dict[str, str]) -> float:
     t0 = time.perf_counter()
-    df = spark.read.format("odradek").options(**opts).load()
-    df.write.format("noop").mode("overwrite").save()
-    elapsed = time.perf_counter() - t0
-    return elapsed, df.count()
+    spark.read.format("odradek").options(**opts).load().write.format("noop").mode(
+        "overwrite").save()
+    return time.perf_counter() - t0
 
 
 def main() -> int:
@@ -123,11 +122,12 @@ def main() -> int:
                 "remote.rsm.config.url": f"s3://{bucket}/tier",
                 **{f"remote.rsm.config.fs.{k}": v for k, v in s3.storage_options.items()}}
         runs: dict[str, list[float]] = {"off": [], "direct": []}
-        rows = 0
-        timed_read(spark, {**base, "remoteRead": "off"})  # warm-up: Python workers, JIT
+        # warm-up (Python workers, JIT) and the row count, untimed
+        rows = spark.read.format("odradek").options(**base, remoteRead="off").load().count()
+        assert rows == args.records, rows
         for _ in range(args.repeat):
             for mode in ("off", "direct"):
-                elapsed, rows = timed_read(spark, {**base, "remoteRead": mode})
+                elapsed = timed_read(spark, {**base, "remoteRead": mode})
                 runs[mode].append(rows / elapsed)
                 print(f"{mode:>6}: {rows:,} rows in {elapsed:.2f} s = {rows / elapsed:,.0f} rows/s",
                       flush=True)

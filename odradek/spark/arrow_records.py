@@ -141,10 +141,9 @@ class ArrowRecordBuilder:
                         raise InvalidRecords(CORRUPT_MESSAGE, f"invalid key length {klen}")
                     key_nulls.append(row)
                     klen = 0
-                bounds.append(base + pos)
+                key_start = pos
                 pos += klen
-                bounds.append(base + pos)
-                key_idx.append(len(bounds) - 2)
+                key_end = pos
                 b = blob[pos]
                 if b < 0x80:
                     vlen, pos = (b >> 1) ^ -(b & 1), pos + 1
@@ -158,10 +157,11 @@ class ArrowRecordBuilder:
                         raise InvalidRecords(CORRUPT_MESSAGE, f"invalid value length {vlen}")
                     value_nulls.append(row)
                     vlen = 0
-                bounds.append(base + pos)
+                bounds.extend((base + key_start, base + key_end, base + pos, base + pos + vlen))
                 pos += vlen
-                bounds.append(base + pos)
-                value_idx.append(len(bounds) - 2)
+                if with_headers:  # else field i of row r is element 4r + 1 (key), 4r + 3
+                    key_idx.append(len(bounds) - 4)
+                    value_idx.append(len(bounds) - 2)
                 if pos >= end:
                     raise InvalidRecords(CORRUPT_MESSAGE, "record field runs past the record")
                 if blob[pos] == 0:
@@ -228,6 +228,10 @@ class ArrowRecordBuilder:
         fields = pa.Array.from_buffers(
             pa.binary(), len(self.bounds) - 1, [None, pa.py_buffer(self.bounds), data]
         )
+
+        if not self.include_headers:  # no header fields between: a fixed stride
+            self.key_idx = array("i", range(1, 4 * n, 4))
+            self.value_idx = array("i", range(3, 4 * n, 4))
 
         def gather(idx: array, nulls: list[int], typ: Any = None) -> Any:
             taken = pc.take(fields, pa.Array.from_buffers(pa.int32(), len(idx), [None, pa.py_buffer(idx)]))
