@@ -14,8 +14,11 @@ every column is materialised) with `remoteRead=off` (every row through the
 broker) and `remoteRead=direct` (the remote segments from S3 on the executors,
 the local tail through the broker), `--repeat` times each, alternating.
 
-rows/s = rows / wall time of the query (planning included). Results go to
-stdout and `bench/results/spark-remote-<time>.json`.
+rows/s = rows / wall time of the query (planning included). On a shared
+box the wall time says little, so each run also records CPU seconds: of Spark
+(this process's tree: the driver JVM and the executors' Python workers), of
+the broker and of the S3 server. Results go to stdout and
+`bench/results/spark-remote-<time>.json`.
 """
 
 from __future__ import annotations
@@ -63,11 +66,36 @@ def fill(bootstrap: str, topic: str, partitions: int, records: int, value_bytes:
     assert p.flush(120) == 0
 
 
-def timed_read(spark: Any, opts: dict[str, str]) -> float:
+def cpu_seconds(pid: int, exclude: frozenset[int] | set[int] = frozenset()) -> float:
+    """User + system CPU of a process and its live descendants (minus `exclude`)."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for p in [root, *root.children(recursive=True)]:
+        if p.pid in exclude:
+            continue
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + getattr(t, "children_user", 0) + getattr(
+                t, "children_system", 0)
+        except psutil.Error:
+            pass
+    return total
+
+
+def timed_read(spark: Any, opts: dict[str, str], broker_pid: int, weed_pid: int) -> dict[str, float]:
+    """Wall seconds, and CPU seconds of Spark (driver JVM, executors' Python
+    workers), of the broker and of the S3 server, for one query."""
+    others = {broker_pid, weed_pid}
+    before = (cpu_seconds(os.getpid(), others), cpu_seconds(broker_pid), cpu_seconds(weed_pid))
     t0 = time.perf_counter()
     spark.read.format("odradek").options(**opts).load().write.format("noop").mode(
         "overwrite").save()
-    return time.perf_counter() - t0
+    wall = time.perf_counter() - t0
+    after = (cpu_seconds(os.getpid(), others), cpu_seconds(broker_pid), cpu_seconds(weed_pid))
+    return {"wall_s": wall, "spark_cpu_s": after[0] - before[0],
+            "broker_cpu_s": after[1] - before[1], "s3_cpu_s": after[2] - before[2]}
 
 
 def main() -> int:
@@ -121,25 +149,29 @@ def main() -> int:
                 "startingOffsets": "earliest", "endingOffsets": "latest",
                 "remote.rsm.config.url": f"s3://{bucket}/tier",
                 **{f"remote.rsm.config.fs.{k}": v for k, v in s3.storage_options.items()}}
-        runs: dict[str, list[float]] = {"off": [], "direct": []}
+        runs: dict[str, list[dict[str, float]]] = {"off": [], "direct": []}
         # warm-up (Python workers, JIT) and the row count, untimed
         rows = spark.read.format("odradek").options(**base, remoteRead="off").load().count()
         assert rows == args.records, rows
+        assert broker.pid is not None and s3.proc is not None
         for _ in range(args.repeat):
             for mode in ("off", "direct"):
-                elapsed = timed_read(spark, {**base, "remoteRead": mode})
-                runs[mode].append(rows / elapsed)
-                print(f"{mode:>6}: {rows:,} rows in {elapsed:.2f} s = {rows / elapsed:,.0f} rows/s",
-                      flush=True)
+                r = timed_read(spark, {**base, "remoteRead": mode}, broker.pid, s3.proc.pid)
+                r["rows_per_s"] = rows / r["wall_s"]
+                runs[mode].append(r)
+                print(f"{mode:>6}: {rows:,} rows in {r['wall_s']:.2f} s = {r['rows_per_s']:,.0f} "
+                      f"rows/s; CPU s: Spark {r['spark_cpu_s']:.1f}, broker "
+                      f"{r['broker_cpu_s']:.1f}, S3 server {r['s3_cpu_s']:.1f}", flush=True)
         spark.stop()
         result = {
             "bench": "spark_remote", "records": args.records, "value_bytes": args.value_bytes,
             "partitions": args.partitions, "segment_mb": args.segment_mb,
             "compression": args.compression, "remote_segments": segments,
             "copy_seconds": round(copy_s, 2), "rows": rows,
-            "broker_rows_per_s": [round(x) for x in runs["off"]],
-            "direct_rows_per_s": [round(x) for x in runs["direct"]],
-            "speedup_best": round(max(runs["direct"]) / max(runs["off"]), 2),
+            "runs": {m: [{k: round(v, 2) for k, v in r.items()} for r in rs]
+                     for m, rs in runs.items()},
+            "speedup_best": round(max(r["rows_per_s"] for r in runs["direct"])
+                                  / max(r["rows_per_s"] for r in runs["off"]), 2),
         }
         print(json.dumps(result, indent=2))
         out = REPO_ROOT / "bench" / "results"

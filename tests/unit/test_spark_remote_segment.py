@@ -212,7 +212,7 @@ def test_plan_remote_tasks_gaps_and_the_local_tail(tmp_path: Path) -> None:
 def test_plan_read_committed_aborted_lists_and_open_transactions(tmp_path: Path) -> None:
     from odradek.spark.remote_plan import plan_remote
 
-    conf = {"remote_fs": {}}
+    conf: dict[str, Any] = {"remote_fs": {}}
     # pid 5 aborted 3..14 (marker 14, indexed in the second segment): the first
     # segment's task needs it although its own .txnindex is empty.
     txn = [AbortedTxn(5, 3, 14, 12)]
