@@ -36,7 +36,8 @@ from odradek.protocol.records import (
 )
 
 __all__ = [
-    "ScannedRecords", "check_records", "records_blob", "scan_records", "write_varint",
+    "ScannedRecords", "check_records", "read_varint", "records_blob", "scan_records",
+    "write_varint",
 ]
 
 _MAX_VARINT_SHIFT = 63
@@ -66,6 +67,10 @@ def _varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > _MAX_VARINT_SHIFT:
             raise InvalidRecords(CORRUPT_MESSAGE, "varint longer than 10 bytes in record")
+
+
+# For other record walkers (spark/arrow_records.py): the same varint reader.
+read_varint = _varint
 
 
 def _uvarint(buf: bytes | bytearray, pos: int) -> tuple[int, int]:

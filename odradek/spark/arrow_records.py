@@ -29,6 +29,7 @@ from __future__ import annotations
 from array import array
 from typing import Any
 
+from odradek.protocol.record_scan import read_varint
 from odradek.protocol.records import (
     CORRUPT_MESSAGE,
     TIMESTAMP_TYPE_MASK,
@@ -38,21 +39,6 @@ from odradek.protocol.records import (
 
 # Flush before the shared buffer could overflow int32 Arrow offsets.
 MAX_BUFFER_BYTES = 1 << 30
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos`` -> (value, next position)."""
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise InvalidRecords(CORRUPT_MESSAGE, "varint longer than 10 bytes in record")
 
 
 class ArrowRecordBuilder:
@@ -106,7 +92,7 @@ class ArrowRecordBuilder:
         log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
         row = len(offsets)
         first_row = row
-        varint = _varint
+        varint = read_varint
         pos = 0
         try:
             for _ in range(header.records_count):
@@ -155,10 +141,9 @@ class ArrowRecordBuilder:
                         raise InvalidRecords(CORRUPT_MESSAGE, f"invalid key length {klen}")
                     key_nulls.append(row)
                     klen = 0
-                bounds.append(base + pos)
+                key_start = pos
                 pos += klen
-                bounds.append(base + pos)
-                key_idx.append(len(bounds) - 2)
+                key_end = pos
                 b = blob[pos]
                 if b < 0x80:
                     vlen, pos = (b >> 1) ^ -(b & 1), pos + 1
@@ -172,10 +157,11 @@ class ArrowRecordBuilder:
                         raise InvalidRecords(CORRUPT_MESSAGE, f"invalid value length {vlen}")
                     value_nulls.append(row)
                     vlen = 0
-                bounds.append(base + pos)
+                bounds.extend((base + key_start, base + key_end, base + pos, base + pos + vlen))
                 pos += vlen
-                bounds.append(base + pos)
-                value_idx.append(len(bounds) - 2)
+                if with_headers:  # else field i of row r is element 4r + 1 (key), 4r + 3
+                    key_idx.append(len(bounds) - 4)
+                    value_idx.append(len(bounds) - 2)
                 if pos >= end:
                     raise InvalidRecords(CORRUPT_MESSAGE, "record field runs past the record")
                 if blob[pos] == 0:
@@ -201,12 +187,12 @@ class ArrowRecordBuilder:
         return added
 
     def _headers(self, blob: bytes, pos: int, end: int, base: int, keep: bool) -> int:
-        count, pos = _varint(blob, pos)
+        count, pos = read_varint(blob, pos)
         if count < 0 or count > end - pos:
             raise InvalidRecords(CORRUPT_MESSAGE, "invalid record header count")
         bounds = self.bounds
         for _ in range(count):
-            klen, pos = _varint(blob, pos)
+            klen, pos = read_varint(blob, pos)
             if klen < 0:
                 raise InvalidRecords(CORRUPT_MESSAGE, "null record header key")
             if keep:
@@ -214,7 +200,7 @@ class ArrowRecordBuilder:
                 bounds.append(base + pos + klen)
                 self.hkey_idx.append(len(bounds) - 2)
             pos += klen
-            vlen, pos = _varint(blob, pos)
+            vlen, pos = read_varint(blob, pos)
             if vlen < -1:
                 raise InvalidRecords(CORRUPT_MESSAGE, f"invalid field length {vlen}")
             if keep:
@@ -242,6 +228,10 @@ class ArrowRecordBuilder:
         fields = pa.Array.from_buffers(
             pa.binary(), len(self.bounds) - 1, [None, pa.py_buffer(self.bounds), data]
         )
+
+        if not self.include_headers:  # no header fields between: a fixed stride
+            self.key_idx = array("i", range(1, 4 * n, 4))
+            self.value_idx = array("i", range(3, 4 * n, 4))
 
         def gather(idx: array, nulls: list[int], typ: Any = None) -> Any:
             taken = pc.take(fields, pa.Array.from_buffers(pa.int32(), len(idx), [None, pa.py_buffer(idx)]))

@@ -37,6 +37,7 @@ read through the brokers too: correct, just not direct.
 
 from __future__ import annotations
 
+import base64
 import logging
 import struct
 from collections.abc import Iterable
@@ -97,7 +98,15 @@ def topic_ids(admin: Any, topics: Iterable[str]) -> dict[str, str]:
     if not names:
         return {}
     futures = admin.describe_topics(TopicCollection(names), request_timeout=30)
-    return {name: str(f.result(timeout=30).topic_id) for name, f in futures.items()}
+    return {name: kafka_uuid(f.result(timeout=30).topic_id) for name, f in futures.items()}
+
+
+def kafka_uuid(u: Any) -> str:
+    """A confluent-kafka Uuid as Kafka writes it (URL-safe base64, no padding): its
+    str() is standard base64, with '+' and '/'."""
+    mask = (1 << 64) - 1
+    raw = ((u.get_most_significant_bits() & mask) << 64) | (u.get_least_significant_bits() & mask)
+    return base64.urlsafe_b64encode(raw.to_bytes(16, "big")).decode().rstrip("=")
 
 
 def discover_segments(
@@ -262,7 +271,7 @@ def discover_for(
     try:
         ids = topic_ids(admin, {t for t, _ in tps})
         return discover_segments(opts.remote_url, opts.remote_fs, tps, ids)
-    except (OSError, SegmentCorrupt, ValueError) as e:
+    except Exception as e:  # auto: anything that stops the listing (re-raised for direct)
         if opts.remote_read == "direct":
             raise
         log.warning("remote tier at %s not readable (%s); reading through the brokers",

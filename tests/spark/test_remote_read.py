@@ -15,9 +15,10 @@ start inside a remote segment and end in the local tail.
 
 from __future__ import annotations
 
-import itertools
 import os
+import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +26,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.tiered.metadata_records import (
-    RemoteLogSegmentId,
-    RemoteLogSegmentMetadata,
-    RemoteLogSegmentState,
-    TopicIdPartition,
-    b64_to_uuid,
-    encode_value,
-    uuid_to_b64,
-)
+from odradek.spark.remote_plan import kafka_uuid
+from tests.integration.remote_tier_copy import copy_closed_segments
 from tests.integration.s3_server import S3Server, s3_server  # noqa: F401 (fixture)
 
 PARTITIONS = 2
@@ -75,34 +69,6 @@ def _produce_everything(bootstrap: str, topic: str) -> None:
     assert tail.flush(30) == 0
 
 
-def _copy_closed_segments(data_dir: Path, topic: str, topic_id: str, fs: Any, url: str) -> int:
-    """What the tiered-storage copier does, by hand: every closed segment (all
-    but the active one) into the contract layout. Returns how many."""
-    copied = 0
-    for p in range(PARTITIONS):
-        pdir = data_dir / f"{topic}-{p}"
-        bases = sorted(int(f.stem) for f in pdir.glob("*.log"))
-        for base, next_base in itertools.pairwise(bases):  # the last one is active
-            seg_id = uuid.uuid4()
-            stem = f"{url}/{topic}-{topic_id}/{p}/{base:020d}-{uuid_to_b64(seg_id)}"
-            for suffix in ("index", "timeindex", "txnindex", "log"):
-                src = pdir / f"{base:020d}.{suffix}"
-                fs.pipe(f"{stem}.{suffix}", src.read_bytes() if src.exists() else b"")
-            snap = pdir / f"{next_base:020d}.snapshot"
-            fs.pipe(f"{stem}.snapshot", snap.read_bytes() if snap.exists() else b"")
-            meta = RemoteLogSegmentMetadata(
-                RemoteLogSegmentId(TopicIdPartition(b64_to_uuid(topic_id), topic, p), seg_id),
-                base, next_base - 1, 0, 0, 0, {0: base},
-                (pdir / f"{base:020d}.log").stat().st_size,
-                RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
-            fs.pipe(f"{stem}.metadata", encode_value(meta))  # the visibility marker, last
-            copied += 1
-        # A copy cut short (no marker) is never read.
-        orphan = f"{url}/{topic}-{topic_id}/{p}/{bases[-1]:020d}-{uuid_to_b64(uuid.uuid4())}"
-        fs.pipe(f"{orphan}.log", b"garbage")
-    return copied
-
-
 @pytest.fixture(scope="module")
 def tiered_topic(spark_broker: Any, s3_server: S3Server) -> dict[str, Any]:  # noqa: F811
     bootstrap = spark_broker.bootstrap
@@ -116,8 +82,9 @@ def tiered_topic(spark_broker: Any, s3_server: S3Server) -> dict[str, Any]:  # n
     desc = admin.describe_topics(TopicCollection([topic]))[topic].result(30)
     bucket = s3_server.bucket()
     url = f"s3://{bucket}/tier"
-    copied = _copy_closed_segments(spark_broker.data_dir, topic, str(desc.topic_id),
-                                   s3_server.filesystem(), f"{bucket}/tier")
+    copied = copy_closed_segments(spark_broker.data_dir, topic, kafka_uuid(desc.topic_id),
+                                  PARTITIONS, s3_server.filesystem(), f"{bucket}/tier",
+                                  orphan=True)
     files = sorted(f.name + f":{f.stat().st_size}" for f in spark_broker.data_dir.glob(f"{topic}-*/*"))
     assert copied >= 8, f"only {copied} closed segments: {files}"
     return {"bootstrap": bootstrap, "topic": topic, "url": url, "s3": s3_server,
@@ -201,3 +168,74 @@ def test_fully_remote_range_plans_no_broker_task(tiered_topic: dict[str, Any]) -
              "endingOffsets": f'{{"{topic}":{{"0":300,"1":300}}}}'}
     assert _plan(_options(tiered_topic, "direct", "read_uncommitted", **extra))[1] == 0
     assert _plan(_options(tiered_topic, "off", "read_uncommitted", **extra))[0] == 0
+
+
+@pytest.fixture(scope="module")
+def real_tier(tmp_path_factory: pytest.TempPathFactory,
+              s3_server: S3Server) -> Iterator[dict[str, Any]]:  # noqa: F811
+    """A broker with tiered storage on (branch tier's RemoteLogManager) copying to S3
+    and deleting copied segments locally: the oldest offsets exist only remotely."""
+    from tests.integration.broker_proc import BrokerProcess
+    from tests.integration.tiered_helpers import TIERED_BROKER, list_offsets, tiered_topic
+
+    bucket = s3_server.bucket()
+    url = f"s3://{bucket}/tier"
+    base = tmp_path_factory.mktemp("tiered-broker")
+    proc = BrokerProcess("odradek", data_dir=base / "data", log_path=base / "broker.log",
+                         overrides={**TIERED_BROKER, "rsm.config.url": url,
+                                    **{f"rsm.config.fs.{k}": v
+                                       for k, v in s3_server.storage_options.items()}})
+    proc.start()
+    try:
+        topic = f"real-tier-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": proc.bootstrap})
+        admin.create_topics([NewTopic(topic, PARTITIONS, 1, config=tiered_topic())])[
+            topic].result(30)
+        _produce_everything(proc.bootstrap, topic)
+        deadline = time.monotonic() + 60
+        while not all(list_offsets(proc.port, topic, -4, 8, p)[1] > 300 for p in range(PARTITIONS)):
+            assert time.monotonic() < deadline, f"segments not tiered:\n{proc.log_tail()}"
+            time.sleep(0.5)
+        yield {"bootstrap": proc.bootstrap, "topic": topic, "url": url, "s3": s3_server,
+               "segments": 0}
+    finally:
+        proc.close()
+
+
+def _expected(committed: bool) -> list[tuple[int, bytes | None, bytes]]:
+    """(partition, key, value) of every record `_produce_everything` writes, sorted."""
+    out = []
+    for codec in CODECS:
+        for i in range(240):
+            key = None if i % 17 == 0 else f"{codec}-{i}".encode()
+            out.append((i % PARTITIONS, key, f"{codec} value {i} ".encode() * (1 + i % 4)))
+    for round_ in range(6):
+        for i in range(150):
+            if not (committed and round_ % 2):
+                out.append((i % PARTITIONS, f"t{round_}-{i}".encode(),
+                            f"txn {round_} record {i}".encode() * 3))
+            if i % 30 == 0:
+                out.append((i % PARTITIONS, None, f"plain {round_}-{i}".encode()))
+    out += [(i % PARTITIONS, None, f"tail {i}".encode()) for i in range(100)]
+    return sorted(out, key=repr)
+
+
+def test_real_tiered_broker_auto_reads_remote_directly(spark: Any,
+                                                        real_tier: dict[str, Any]) -> None:
+    """`auto` (the default) with the remote tier configured: the offsets only the
+    remote tier holds (copied by branch tier's RemoteLogManager, deleted locally)
+    are read from S3 by the executors, the local tail through the broker; every
+    record produced comes back exactly once, aborted ones only under
+    read_uncommitted. (Compared with what was produced, not with the broker's
+    answer: on branch tier a librdkafka consumer reading below the local log
+    start from an S3 tier got no records for 120 s.)"""
+    for isolation in ("read_uncommitted", "read_committed"):
+        opts = _options(real_tier, "auto", isolation)
+        remote_tasks, broker_tasks = _plan(opts)
+        assert remote_tasks >= 4 and broker_tasks >= 1, (remote_tasks, broker_tasks)
+        rows = _rows(spark, opts)
+        got = sorted(((r.partition, r.key, r.value) for r in rows), key=repr)
+        assert got == _expected(committed=isolation == "read_committed")
+        for p in range(PARTITIONS):
+            offsets = [r.offset for r in rows if r.partition == p]
+            assert offsets[0] == 0 and offsets == sorted(set(offsets))

@@ -97,7 +97,7 @@ def _txn_segment() -> tuple[bytes, list[AbortedTxn]]:
     """pid 7 commits 0-2 (marker 3); pid 8 aborts 4-5 interleaved with pid 9's
     committed 6 (marker of 8 at 7, of 9 at 8); plain records 9-10; pid 8 again
     (a new transaction, committed) 11 (marker 12)."""
-    tx = {"is_transactional": True, "producer_epoch": 0}
+    tx: dict[str, Any] = {"is_transactional": True, "producer_epoch": 0}
     data = (
         build_batch(records(0, 3), base_offset=0, producer_id=7, **tx)
         + build_control_batch("commit", 7, 0, 1, base_offset=3)
@@ -169,3 +169,90 @@ def test_small_chunks_bounded_memory(tmp_path: Path) -> None:
         for i in range(10)))
     t = read(seg, 0, 200, chunk_bytes=100)
     assert t.column("offset").to_pylist() == list(range(200))
+
+
+# -- planning (odradek/spark/remote_plan.py) and options --------------------------------
+
+
+def _segments(tmp_path: Path, snapshot: bytes | None, txn: list[AbortedTxn]) -> list[Any]:
+    """Three remote segments of offsets 0-9, 10-19, 30-39 (a gap at 20-29), the
+    txn entries in the second one's .txnindex, `snapshot` as the last one's."""
+    from odradek.spark.remote_plan import RemoteSegment
+
+    out = []
+    for base, end in ((0, 9), (10, 19), (30, 39)):
+        stem = tmp_path / f"{base:020d}-x"
+        out.append(RemoteSegment("t", 0, base, end, f"file://{stem}.log", f"file://{stem}.index",
+                                 f"file://{stem}.txnindex", f"file://{stem}.snapshot"))
+    (tmp_path / f"{10:020d}-x.txnindex").write_bytes(b"".join(
+        TXN_ENTRY.pack(0, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+        for t in txn))
+    if snapshot is not None:
+        (tmp_path / f"{30:020d}-x.snapshot").write_bytes(snapshot)
+    return out
+
+
+def _snapshot(open_txns: list[tuple[int, int]]) -> bytes:
+    entries = b"".join(struct.pack(">qhiqiqiq", pid, 0, 0, 0, 0, 0, 0, first)
+                       for pid, first in open_txns)
+    return struct.pack(">hIi", 1, 0, len(open_txns)) + entries
+
+
+def test_plan_remote_tasks_gaps_and_the_local_tail(tmp_path: Path) -> None:
+    from odradek.spark.remote_plan import plan_remote
+
+    segs = _segments(tmp_path, _snapshot([]), [])
+    remote, broker = plan_remote(segs, 5, 50, {"remote_fs": {}}, "read_uncommitted")
+    assert [(p.from_offset, p.until_offset) for p in remote] == [(5, 10), (10, 20), (30, 40)]
+    assert broker == [(20, 30), (40, 50)]
+    remote, broker = plan_remote(segs, 45, 50, {"remote_fs": {}}, "read_uncommitted")
+    assert remote == [] and broker == [(45, 50)]
+
+
+def test_plan_read_committed_aborted_lists_and_open_transactions(tmp_path: Path) -> None:
+    from odradek.spark.remote_plan import plan_remote
+
+    conf: dict[str, Any] = {"remote_fs": {}}
+    # pid 5 aborted 3..14 (marker 14, indexed in the second segment): the first
+    # segment's task needs it although its own .txnindex is empty.
+    txn = [AbortedTxn(5, 3, 14, 12)]
+    remote, broker = plan_remote(_segments(tmp_path, _snapshot([]), txn), 0, 40, conf,
+                                 "read_committed")
+    assert [p.aborted for p in remote] == [((5, 3),), ((5, 3),), ()]
+    assert broker == [(20, 30)]
+    # A transaction open at the tier's end since offset 15: the segments holding
+    # its records whose search is not complete go to the brokers.
+    (tmp_path / "b").mkdir()
+    remote, broker = plan_remote(_segments(tmp_path / "b", _snapshot([(9, 15)]), txn), 0, 40,
+                                 conf, "read_committed")
+    assert [(p.from_offset, p.until_offset) for p in remote] == [(0, 10)]
+    assert broker == [(10, 40)]
+    # No snapshot: every segment whose search is incomplete goes to the brokers.
+    (tmp_path / "c").mkdir()
+    remote, broker = plan_remote(_segments(tmp_path / "c", None, txn), 0, 40, conf,
+                                 "read_committed")
+    assert [(p.from_offset, p.until_offset) for p in remote] == [(0, 10)]  # lso 12 >= 10
+    assert broker == [(10, 40)]
+
+
+def test_remote_options() -> None:
+    from odradek.spark.options import OdradekOptionError, parse_source_options
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    opts = parse_source_options({**base, "remote.rsm.config.url": "s3://b/p",
+                                 "remote.rsm.config.fs.endpoint_url": "http://s3",
+                                 "remote.rsm.config.fs.anon": "true",
+                                 "remote.rsm.config.fs.client_kwargs": '{"region_name": "x"}'},
+                                streaming=False)
+    assert opts.remote_read == "auto" and opts.remote_url == "s3://b/p"
+    assert opts.remote_fs == {"endpoint_url": "http://s3", "anon": True,
+                              "client_kwargs": {"region_name": "x"}}
+    assert parse_source_options(base, streaming=False).remote_url is None
+    for bad, match in (({"remoteRead": "sometimes"}, "remoteRead"),
+                       ({"remoteRead": "direct"}, "needs remote.rsm.config.url"),
+                       ({"remote.rsm.config.fs.key": "k"}, "set remote.rsm.config.url")):
+        with pytest.raises(OdradekOptionError, match=match):
+            parse_source_options({**base, **bad}, streaming=False)
+    with pytest.raises(OdradekOptionError, match="direct is for batch reads"):
+        parse_source_options({**base, "remoteRead": "direct", "remote.rsm.config.url": "s3://b"},
+                             streaming=True)
