@@ -160,7 +160,8 @@ class Broker:
         self.log_cleaner: LogCleaner | None = None
         self.metadata_lock = asyncio.Lock()
         self.metrics = BrokerMetrics(self)
-        self.connection_limits = ConnectionLimits(config, self.metrics.registry)
+        self.connection_limits = ConnectionLimits(config, self.metrics.registry,
+                                                  lambda: self.image.client_quotas)
         self.group_coordinator = GroupCoordinatorService(self)
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their
