@@ -261,6 +261,11 @@ _DEFS: list[ConfigDef] = [
        at_least(0)),
     _d("max.connections.per.ip", I, INT_MAX, "Most connections from one address.", MEDIUM,
        at_least(0)),
+    _d("max.connection.creation.rate", I, INT_MAX, "New connections per second the broker "
+       "accepts on its listeners (KIP-612; the inter-broker listener is exempt; "
+       "listener.name.<listener>.max.connection.creation.rate limits one listener); "
+       "a connection over it waits for the throttle time before it is read.", MEDIUM,
+       at_least(0)),
     _d("max.connections.per.ip.overrides", S, "", "Per-address exceptions to "
        "max.connections.per.ip, as 'host:count,host:count' (host: a name or an address).",
        MEDIUM),
@@ -456,7 +461,6 @@ IGNORED_KAFKA_CONFIGS: frozenset[str] = frozenset("""
     group.coordinator.rebalance.protocols
     group.coordinator.threads inter.broker.protocol.version kafka.metrics.polling.interval.secs
     kafka.metrics.reporters log.cleaner.threads.per.dir log.message.format.version
-    max.connection.creation.rate
     metric.reporters metrics.num.samples metrics.recording.level metrics.sample.window.ms
     num.replica.alter.log.dirs.threads password.encoder.cipher.algorithm
     password.encoder.iterations password.encoder.key.length

@@ -182,7 +182,8 @@ class Broker:
         self.metrics = BrokerMetrics(self)
         if self.remote_tier is not None:
             self.metrics.registry.register(RemoteTierCollector(self.remote_tier))
-        self.connection_limits = ConnectionLimits(config, self.metrics.registry)
+        self.connection_limits = ConnectionLimits(config, self.metrics.registry,
+                                                  lambda: self.image.client_quotas)
         self.group_coordinator = GroupCoordinatorService(self)
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their

@@ -40,6 +40,19 @@ ConnectionQuotas, Selector's idle expiry, the request memory pool):
   again. So the pool exceeds the limit by at most one request plus one read
   per connection, and every request reserved is read to its end.
 
+Connection creation rates (KIP-612), measured as Kafka's quota `Rate` over
+`quota.window.num` windows of `quota.window.size.seconds`:
+
+- `max.connection.creation.rate` (all the broker listeners but the inter-broker
+  one) and `listener.name.<l>.max.connection.creation.rate` (one listener): a
+  connection that takes a rate over its bound is not read for the throttle time,
+  `(rate - bound) / bound * window` (Kafka's acceptor waits that long before it
+  accepts the next connection);
+- the `connection_creation_rate` client quota of the peer's address (an `ip`
+  entity, else the default ip entity, set with AlterClientQuotas / `odradek quotas
+  alter --ip`): a connection over it is not counted, not read, and closed after
+  the throttle time (Kafka's ConnectionThrottledException).
+
 Rejections and closes are logged (at most once a second per reason, with the
 number left out) and counted: `odradek_connections_rejected_total{listener,
 reason}`, `odradek_connections_closed_total{listener,reason}`, and the pool
@@ -52,12 +65,14 @@ import asyncio
 import collections
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ..config import BrokerConfig, normalize_address
+from ..config import BrokerConfig, ConfigError, normalize_address
+from ..metadata.client_quotas import CONNECTION_CREATION_RATE, IP, Entity
+from .quotas import Rate, throttle_time_ms
 
 log = logging.getLogger(__name__)
 
@@ -66,6 +81,8 @@ PER_IP = "max_connections_per_ip"
 LISTENER = "listener_max_connections"
 BROKER = "max_connections"
 IDLE = "idle"
+CREATION_RATE = "connection_creation_rate"
+INT_MAX = 2**31 - 1
 # How often the idle sweep runs, at most and at least.
 IDLE_SWEEP_MAX_INTERVAL_S = 1.0
 IDLE_SWEEP_MIN_INTERVAL_S = 0.01
@@ -245,10 +262,88 @@ class RequestBytesAccount:
         self.pool.change(-held, -unreserved)
 
 
+Quotas = Mapping[Entity, Mapping[str, float]]
+
+
+class CreationRates:
+    """KIP-612: connection creation rates, broker-wide, per listener and per address."""
+
+    def __init__(self, config: BrokerConfig, listeners: Iterable[str],
+                 exempt: Iterable[str | None], ip_quotas: Callable[[], Quotas] = dict
+                 ) -> None:
+        self.samples: int = config.get("quota.window.num")
+        self.window_ms: int = config.get("quota.window.size.seconds") * 1000
+        self.broker_bound: int = config.get("max.connection.creation.rate")
+        self.listener_bound = {n: self._listener_bound(config, n) for n in listeners}
+        # the inter-broker and controller listeners: no broker-wide bound
+        self.exempt = frozenset(exempt)
+        self.ip_quotas = ip_quotas
+        self.rates: dict[str, Rate] = {}
+
+    @staticmethod
+    def _listener_bound(config: BrokerConfig, listener: str) -> int:
+        raw = config.listener_overrides(listener).get("max.connection.creation.rate")
+        if raw is None:
+            return INT_MAX
+        key = f"listener.name.{listener.lower()}.max.connection.creation.rate"
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(key, "Expected value to be a 32-bit integer", raw) from None
+        if not 0 <= value <= INT_MAX:
+            raise ConfigError(key, "Value must be at least 0", raw)
+        return value
+
+    def _record(self, key: str, bound: float, value: float, now_ms: float) -> int:
+        rate = self.rates.get(key)
+        if rate is None:
+            rate = self.rates[key] = Rate(self.samples, self.window_ms)
+        rate.record(value, now_ms)
+        observed = rate.measure(now_ms)
+        if bound <= 0:
+            return self.samples * self.window_ms if value > 0 else 0
+        return throttle_time_ms(observed, bound, rate.window_size_ms(now_ms)) \
+            if observed > bound else 0
+
+    def ip_bound(self, address: str) -> float | None:
+        quotas = self.ip_quotas()
+        default = None
+        for ent, values in quotas.items():
+            if len(ent) != 1 or ent[0][0] != IP or CONNECTION_CREATION_RATE not in values:
+                continue
+            name = ent[0][1]
+            if name is None:
+                default = values[CONNECTION_CREATION_RATE]
+            elif normalize_address(name) == address:
+                return values[CONNECTION_CREATION_RATE]
+        return default
+
+    def throttle(self, listener: str, address: str, now_ms: float) -> tuple[int, bool]:
+        """(ms to wait before reading the new connection, whether to close it then)."""
+        wait = 0
+        bound = self.listener_bound.get(listener, INT_MAX)
+        if bound < INT_MAX:
+            wait = self._record(f"listener:{listener}", bound, 1, now_ms)
+        if self.broker_bound < INT_MAX and listener not in self.exempt:
+            wait = max(wait, self._record("broker", self.broker_bound, 1, now_ms))
+        ip_bound = self.ip_bound(address)
+        if ip_bound is not None:
+            ms = self._record(f"ip:{address}", ip_bound, 1, now_ms)
+            if ms:
+                self._record(f"ip:{address}", ip_bound, -1, now_ms)  # not accepted
+                return ms, True
+        if len(self.rates) > 10_000:  # addresses come and go
+            span = self.samples * self.window_ms
+            self.rates = {k: r for k, r in self.rates.items()
+                          if r.starts and r.starts[-1] > now_ms - span}
+        return wait, False
+
+
 class ConnectionLimits:
     """The broker's connection quotas, idle expiry and request byte pool."""
 
-    def __init__(self, config: BrokerConfig, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, config: BrokerConfig, registry: CollectorRegistry | None = None,
+                 ip_quotas: Callable[[], Quotas] = dict) -> None:
         controller = config.controller_listener_names
         overrides = config.max_connections_per_ip_overrides
         max_connections = config.get("max.connections")
@@ -264,6 +359,7 @@ class ConnectionLimits:
 
         self.broker_quotas = quotas([n for n in names if n not in controller], inter_broker)
         self.controller_quotas = quotas([n for n in names if n in controller], None)
+        self.creation = CreationRates(config, names, [inter_broker, *controller], ip_quotas)
         self._controller_listeners = frozenset(controller)
         self.idle_ms: int = config.get("connections.max.idle.ms")
         self.queued = QueuedRequestBytes(config.get("queued.max.request.bytes"))
@@ -313,6 +409,21 @@ class ConnectionLimits:
             self._close_excess(quotas)
         self._schedule_sweep()
         return True
+
+    def creation_throttle(self, conn: LimitedConnection) -> tuple[float, bool]:
+        """KIP-612, for a connection just admitted: (seconds before its first request
+        is served, whether it is closed then instead). The network layer obeys."""
+        wait_ms, close = self.creation.throttle(conn.listener, conn.peer_address,
+                                                time.monotonic() * 1000.0)
+        if close:
+            self.rejected.labels(conn.listener, CREATION_RATE).inc()
+            self._log(CREATION_RATE, "Closing connection from %s in %d ms: its address is "
+                      "over its connection_creation_rate quota.", conn.peer_address, wait_ms)
+        elif wait_ms:
+            self._log("listener_creation_rate", "Delaying connection from %s on listener %s "
+                      "by %d ms: max.connection.creation.rate reached.", conn.peer_address,
+                      conn.listener, wait_ms)
+        return wait_ms / 1000.0, close
 
     def release(self, conn: LimitedConnection) -> None:
         if conn in self.connections:

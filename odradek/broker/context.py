@@ -22,7 +22,7 @@ from ..security.resources import (
     ResourceType,
 )
 from ..security.sasl import SaslSession
-from .quotas import MutationQuota
+from .quotas import FetchQuota, MutationQuota
 
 _ALLOW_ALL = AllowAll()
 
@@ -48,6 +48,8 @@ class RequestContext:
     # CreateTopics, DeleteTopics, CreatePartitions: the controller mutation quota
     # (KIP-599) that applies to the request's user and client id, set by the pipeline
     mutation_quota: MutationQuota | None = None
+    # a consumer's Fetch: the consumer_byte_rate that applies (set by the pipeline)
+    fetch_quota: FetchQuota | None = None
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:

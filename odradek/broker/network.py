@@ -134,7 +134,18 @@ class KafkaConnection(asyncio.Protocol):
             self._tls = TlsSession(context)
             self._tls_deadline = loop.call_later(
                 TLS_HANDSHAKE_TIMEOUT_S, self._tls_failed, TlsHandshakeTimeout())
-        self._task = loop.create_task(self._serve())
+        delay_s, refuse = self.limits.creation_throttle(self)  # KIP-612
+        if refuse:  # closed after the throttle time, never served
+            self.pause_reading_for("connection_creation_rate")
+            loop.call_later(delay_s, self.abort)
+        elif delay_s:  # served after the throttle time (Kafka's acceptor waits)
+            loop.call_later(delay_s, self._start_serving)
+        else:
+            self._start_serving()
+
+    def _start_serving(self) -> None:
+        if not self._closed:
+            self._task = asyncio.get_running_loop().create_task(self._serve())
 
     def _authenticated_as(self, principal: Principal) -> None:
         """The SASL session's first successful exchange: who this connection is."""

@@ -67,7 +67,6 @@ from .apis import API_TABLE, ApiSpec, Scope
 from .context import RequestContext
 from .handlers.cluster import replica_id_of
 from .quotas import (
-    CONSUMER_BYTE_RATE,
     MUTATION_STRICT_SINCE,
     PRODUCER_BYTE_RATE,
     REQUEST_PERCENTAGE,
@@ -179,6 +178,11 @@ class RequestPipeline:
             return await self._unwrap(header, request, ctx, conn)
         if spec.key in MUTATION_STRICT_SINCE:
             self._mutation_quota(spec, ctx)
+        elif (spec.key == api.ApiKey.FETCH and conn is not None and self.host.client_quotas
+              and replica_id_of(request) < 0):
+            user = ctx.principal.name if ctx.principal.type == "User" else ""
+            ctx.fetch_quota = self.quotas.fetch_quota(self.host.client_quotas, user,
+                                                      ctx.client_id or "")
         try:
             handler_started = time.perf_counter()
             data = await spec.handler(self.services, ctx, request)
@@ -440,9 +444,9 @@ class RequestPipeline:
         if spec.key == api.ApiKey.PRODUCE:
             throttle = max(throttle, record(quotas, PRODUCER_BYTE_RATE, user, client_id,
                                             request_bytes))
-        elif spec.key == api.ApiKey.FETCH and replica_id_of(request) < 0:
-            throttle = max(throttle, record(quotas, CONSUMER_BYTE_RATE, user, client_id,
-                                            response_bytes))
+        elif spec.key == api.ApiKey.FETCH and ctx.fetch_quota is not None:
+            # recorded by the handler, which answered empty if over the quota
+            throttle = max(throttle, ctx.fetch_quota.throttle_ms)
         if throttle:
             log.debug("throttling %s (user %r, client %r) for %d ms after %s", ctx.peer,
                       user, client_id, throttle, spec.name)

@@ -185,6 +185,31 @@ class MutationQuota:
         self.throttle_ms = min(2**31 - 1, max(self.throttle_ms, ms))
 
 
+class FetchQuota:
+    """One consumer Fetch's consumer_byte_rate, as Kafka's KafkaApis applies it: the
+    fetch asks no more than one window's worth (`window_bytes`), and a response
+    that takes the rate over the quota is not sent: the handler answers it empty
+    with throttle_time_ms, and its bytes are taken back from the rate."""
+
+    __slots__ = ("client_id", "manager", "quotas", "throttle_ms", "user", "window_bytes")
+
+    def __init__(self, manager: QuotaManager, quotas: Mapping[Entity, Mapping[str, float]],
+                 user: str, client_id: str, window_bytes: int) -> None:
+        self.manager, self.quotas = manager, quotas
+        self.user, self.client_id = user, client_id
+        self.window_bytes = window_bytes
+        self.throttle_ms = 0
+
+    def record(self, response_bytes: int) -> int:
+        """The throttle time of a response this large (0: send it)."""
+        record = self.manager.record
+        ms = record(self.quotas, CONSUMER_BYTE_RATE, self.user, self.client_id, response_bytes)
+        if ms:
+            record(self.quotas, CONSUMER_BYTE_RATE, self.user, self.client_id, -response_bytes)
+        self.throttle_ms = ms
+        return ms
+
+
 class QuotaManager:
     """The rates of every sensor on this broker and the throttle they call for."""
 
@@ -219,6 +244,17 @@ class QuotaManager:
         if key == REQUEST_PERCENTAGE:
             ms = min(ms, self.window_ms)  # Kafka bounds only request time
         return ms
+
+    def fetch_quota(self, quotas: Mapping[Entity, Mapping[str, float]], user: str,
+                    client_id: str) -> FetchQuota | None:
+        """The consumer_byte_rate of one consumer Fetch, or None if none applies."""
+        if client_id.startswith(INTERNAL_CLIENT_ID_PREFIX):
+            return None
+        applied = applicable(quotas, CONSUMER_BYTE_RATE, user, client_id)
+        if applied is None:
+            return None
+        window_bytes = max(1, min(2**31 - 1, int(applied.bound * self.window_ms / 1000)))
+        return FetchQuota(self, quotas, user, client_id, window_bytes)
 
     def mutation_quota(self, quotas: Mapping[Entity, Mapping[str, float]], user: str,
                        client_id: str, strict: bool) -> MutationQuota | None:

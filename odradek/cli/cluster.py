@@ -1,7 +1,7 @@
 """`odradek cluster up`: a local cluster for development.
 
     odradek cluster up --brokers 3 [--controllers 1] [--data-dir DIR] [--base-port 9092]
-                       [--combined]
+                       [--combined] [--sasl-ssl [--admin-password PW]]
 
 Starts, on 127.0.0.1, the controllers (`process.roles=controller`, node ids
 100, 101, ..., the voters of the metadata quorum, ports base-port + 100, ...;
@@ -13,6 +13,13 @@ both the controller and a broker (`process.roles=broker,controller`) and no
 separate controller runs. The dirs are formatted first (`odradek storage
 format`) with one cluster id. Ctrl-C (or SIGTERM) stops every node, brokers
 first (a controlled shutdown each), the controller last.
+
+With `--sasl-ssl` every listener is SASL_SSL (the client one is named SASL_SSL):
+certificates made with `cryptography`, PLAIN between the nodes, SCRAM for clients,
+ACLs on (StandardAuthorizer), and a SCRAM-SHA-512 user `admin` (a super user; a
+random password unless `--admin-password`). It prints the client properties file
+to give `--command-config` (DIR/security/admin.properties);
+cli/cluster_security.py has the details.
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import cluster_security
+from .cluster_security import LISTENER
+
 HOST = "127.0.0.1"
 CONTROLLER_ID = 100
 READY_TIMEOUT_S = 30.0
@@ -35,9 +45,12 @@ STOP_TIMEOUT_S = 20.0
 
 
 def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
-                   voters: str, data_dir: Path, cluster_id: str) -> list[str]:
-    """The `--override` arguments of one node."""
-    broker_listener = f"PLAINTEXT://{HOST}:{port}"
+                   voters: str, data_dir: Path, cluster_id: str,
+                   secured: bool = False) -> list[str]:
+    """The `--override` arguments of one node (with `secured`, the listeners'
+    names and protocols; the other security keys are in the `-c` file)."""
+    name = LISTENER if secured else "PLAINTEXT"
+    broker_listener = f"{name}://{HOST}:{port}"
     controller_listener = f"CONTROLLER://{HOST}:{controller_port}"
     listeners = {
         "controller": controller_listener,
@@ -50,18 +63,27 @@ def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
         "listeners": listeners,
         "controller.listener.names": "CONTROLLER",
         "controller.quorum.voters": voters,
-        "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        "listener.security.protocol.map": (f"CONTROLLER:SASL_SSL,{LISTENER}:SASL_SSL" if secured
+                                           else "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"),
         "log.dirs": str(data_dir),
         "cluster.id": cluster_id,
     }
     if "broker" in roles:
-        # clients and followers reach brokers on PLAINTEXT only
+        # clients and followers reach brokers on one listener
         settings["advertised.listeners"] = broker_listener
-        settings["inter.broker.listener.name"] = "PLAINTEXT"
+        settings["inter.broker.listener.name"] = name
     out: list[str] = []
     for key, value in settings.items():
         out += ["--override", f"{key}={value}"]
     return out
+
+
+def _password_problem(password: str | None) -> str | None:
+    if password is None:
+        return None
+    if not password or any(c in password for c in '"\\,[]=') or password != password.strip():
+        return 'must be non-empty, without spaces at its ends and without " \\ , [ ] ='
+    return None
 
 
 def _port_open(port: int) -> bool:
@@ -109,6 +131,19 @@ def run_up(args: argparse.Namespace) -> int:
     voters = ",".join(f"{n}@{HOST}:{port}" for n, port in controller_ports.items())
     for i in range(first_broker, args.brokers + 1):
         nodes.append((f"broker-{i}", i, "broker", args.base_port + i - 1))
+    security = None
+    if args.sasl_ssl:
+        problem = _password_problem(args.admin_password)
+        if problem:
+            print(f"error: --admin-password {problem}", file=sys.stderr)
+            return 1
+        security = cluster_security.prepare(base, args.admin_password)
+        for name, _node_id, roles, _port in nodes:
+            if "controller" in roles:
+                cluster_security.bootstrap_admin(security, base / name)
+    elif args.admin_password is not None:
+        print("error: --admin-password goes with --sasl-ssl", file=sys.stderr)
+        return 1
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
     stop = False
 
@@ -121,9 +156,10 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         for name, node_id, roles, port in nodes:
             data_dir = base / name
-            cmd = [sys.executable, "-m", "odradek", "server", *node_overrides(
+            config = ["-c", str(security.server_properties)] if security else []
+            cmd = [sys.executable, "-m", "odradek", "server", *config, *node_overrides(
                 node_id, roles, port, controller_ports.get(node_id, controller_port), voters,
-                data_dir, cluster_id)]
+                data_dir, cluster_id, secured=security is not None)]
             log_file = open(base / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
             proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                     start_new_session=True)
@@ -133,6 +169,11 @@ def run_up(args: argparse.Namespace) -> int:
             print(f"{name}: node {node_id} ({roles}) on {HOST}:{port}, log {base / name}.log")
         brokers = [f"{HOST}:{port}" for _, _, roles, port in nodes if "broker" in roles]
         print(f"cluster {cluster_id} up; bootstrap servers: {','.join(brokers)}")
+        if security is not None:
+            print(f"SASL_SSL: client properties (--command-config, user admin, "
+                  f"SCRAM-SHA-512): {security.admin_properties}")
+            print(f"  e.g. odradek topics --bootstrap-server {brokers[0]} "
+                  f"--command-config {security.admin_properties} list")
         print("Ctrl-C stops it")
         sys.stdout.flush()
         while not stop:
@@ -177,5 +218,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     up.add_argument("--cluster-id", help="cluster id (default: a new one)")
     up.add_argument("--combined", action="store_true",
                     help="node 1 is controller and broker; no separate controller")
+    up.add_argument("--sasl-ssl", action="store_true",
+                    help="SASL_SSL everywhere: generated certificates, ACLs, a SCRAM user "
+                         "admin; prints the --command-config file")
+    up.add_argument("--admin-password", help="with --sasl-ssl: the admin's password on the "
+                    "first run (default: random, in DIR/security/admin.properties)")
     parser.set_defaults(handler=run_up)
     return parser

@@ -9,7 +9,10 @@ token bucket (rate = the quota, burst = quota * (quota.window.num - 1) * window)
 - permissive versions (confluent-kafka's AdminClient sends CreateTopics v4, from
   before KIP-599): every topic is created, the answer carries the throttle time
   (librdkafka's throttle_cb sees it);
-- a client id the quota does not cover is neither refused nor throttled.
+- a client id the quota does not cover is neither refused nor throttled;
+- in a cluster (a controller and a broker), the broker forwards CreateTopics to the
+  controller, which counts it as the client the Envelope names, and the broker mutes
+  its client for the throttle time in the controller's answer.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 from odradek.protocol.client import KafkaChannel
 from tests.integration.broker_proc import HOST, BrokerProcess
 from tests.integration.clients import ck_common
+from tests.integration.cluster_proc import ClusterProcesses
 from tests.integration.test_quotas import quotas_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only, pytest.mark.timeout(180)]
@@ -111,9 +115,10 @@ def test_strict_versions_refuse_the_topics_beyond_the_quota(broker: BrokerProces
 def test_confluent_admin_permissive_versions_get_the_throttle_time(
         broker: BrokerProcess) -> None:
     throttles: list[int] = []  # ms; librdkafka's ThrottleEvent.throttle_time is in seconds
-    admin = AdminClient({**ck_common(broker.bootstrap), "client.id": "mutator",
-                         "throttle_cb": lambda ev: throttles.append(
-                             round(ev.throttle_time * 1000))})
+    conf: dict[str, Any] = {**ck_common(broker.bootstrap), "client.id": "mutator",
+                            "throttle_cb": lambda ev: throttles.append(
+                                round(ev.throttle_time * 1000))}
+    admin = AdminClient(conf)
     tag = uuid.uuid4().hex[:6]
     names = [f"mq-ck-{tag}-{i}" for i in range(3)]
     futures = admin.create_topics([NewTopic(n, 6, 1) for n in names], operation_timeout=20)
@@ -132,3 +137,38 @@ def test_confluent_admin_permissive_versions_get_the_throttle_time(
     futures = admin.delete_topics(names, operation_timeout=20)
     for f in futures.values():
         f.result(timeout=30)
+
+
+def test_a_forwarded_create_topics_is_counted_by_the_controller(tmp_path: Any) -> None:
+    cluster = ClusterProcesses(tmp_path, brokers=1, overrides=dict(WINDOW))
+    try:
+        cluster.start()
+        broker = cluster.brokers[1]
+        out = quotas_cli(broker, "alter", "--client", "mutator",
+                         "--add-config", f"controller_mutation_rate={RATE}")
+        assert out.returncode == 0, out.stderr
+        tag = uuid.uuid4().hex[:6]
+        a, b, c = f"fq-a-{tag}", f"fq-b-{tag}", f"fq-c-{tag}"
+
+        async def go() -> tuple[Any, Any, float]:
+            ch = KafkaChannel(HOST, broker.port, client_id=b"mutator")
+            try:
+                data = {"timeout": 10_000, "validate_only": False, "topics": [
+                    {"name": n, "num_partitions": p, "replication_factor": 1,
+                     "assignments": [], "configs": []} for n, p in ((a, 8), (b, 8), (c, 1))]}
+                first = await ch.request(CREATE_TOPICS, 7, data)
+                started = time.monotonic()
+                # the broker muted this connection: the next answer waits for it
+                second = await ch.request(3, 12, {"topics": None,
+                                                  "allow_auto_topic_creation": False,
+                                                  "include_topic_authorized_operations": False})
+                return first, second, time.monotonic() - started
+            finally:
+                ch.close()
+
+        first, _, waited = asyncio.run(go())
+        assert errors(first) == {a: 0, b: 0, c: THROTTLED}
+        assert 300 <= throttle_ms(first) <= 700, throttle_ms(first)
+        assert waited >= throttle_ms(first) / 1000 - 0.15, (waited, throttle_ms(first))
+    finally:
+        cluster.close()

@@ -169,3 +169,31 @@ def test_limit_keys_parse_with_kafka_defaults_and_overrides():
     assert c.max_connections_per_ip_overrides == {"127.0.0.2": 5, "::1": 7, "10.1.2.3": 1}
     assert c.listener_max_connections("PLAINTEXT") == 10
     assert c.listener_max_connections("CONTROLLER") == 100
+
+
+def test_connection_creation_rates_kip_612():
+    from odradek.broker.connection_limits import CreationRates
+    from odradek.metadata import client_quotas as Q
+
+    config = BrokerConfig.from_properties({
+        "quota.window.num": "2", "quota.window.size.seconds": "1",
+        "max.connection.creation.rate": "2",
+        "listener.name.client.max.connection.creation.rate": "1"})
+    quotas = {Q.entity(ip=None): {"connection_creation_rate": 1.0},
+              Q.entity(ip="10.0.0.7"): {"connection_creation_rate": 3.0}}
+    rates = CreationRates(config, ["CLIENT", "OTHER", "BROKER"], ["BROKER"], lambda: quotas)
+    assert rates.listener_bound == {"CLIENT": 1, "OTHER": 2**31 - 1, "BROKER": 2**31 - 1}
+    assert (rates.ip_bound("10.0.0.7"), rates.ip_bound("10.0.0.8")) == (3.0, 1.0)
+    # the broker-wide bound (2/s) spares the inter-broker listener
+    assert [rates.throttle("BROKER", "10.0.0.7", 0)[0] for _ in range(3)] == [0, 0, 0]
+    # per address (3/s for 10.0.0.7, the 3 above included): the 4th is refused,
+    # closed after its throttle time ((4 - 3) / 3 of a window), and not counted
+    assert rates.throttle("OTHER", "10.0.0.7", 0) == (333, True)
+    assert rates.throttle("OTHER", "10.0.0.7", 0) == (333, True)
+    # the broker-wide bound (2/s) on another address: served after a wait
+    assert rates.throttle("OTHER", "10.0.0.8", 5000) == (0, False)
+    assert rates.throttle("OTHER", "10.0.0.9", 5000) == (0, False)
+    assert rates.throttle("OTHER", "10.0.0.10", 5000) == (500, False)
+    with pytest.raises(ConfigError, match="listener.name.client.max.connection.creation.rate"):
+        CreationRates(BrokerConfig.from_properties(
+            {"listener.name.client.max.connection.creation.rate": "x"}), ["CLIENT"], [])

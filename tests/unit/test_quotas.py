@@ -183,3 +183,18 @@ def test_controller_mutation_quota_is_kafkas_token_bucket():
     assert later is not None and later.admit(20) and later.admit(1) and not later.admit(1)
     assert manager.mutation_quota(quotas, "u", "__admin_client-1", strict=True) is None
 
+
+
+def test_a_fetch_over_consumer_byte_rate_is_taken_back_from_the_rate():
+    """Kafka answers such a fetch empty, so its bytes must not count."""
+    clock = Clock()
+    manager = QuotaManager(samples=2, window_s=1, clock=clock)
+    quotas = {Q.entity(client_id="c"): {"consumer_byte_rate": 1000.0}}
+    assert manager.fetch_quota(quotas, "", "other") is None
+    fetch = manager.fetch_quota(quotas, "", "c")
+    assert fetch is not None and fetch.window_bytes == 1000
+    assert fetch.record(900) == 0  # 900 B/s
+    over = manager.fetch_quota(quotas, "", "c")
+    assert over is not None and over.record(900) == 800 and over.throttle_ms == 800
+    # taken back: the rate is 900 B/s again, so 100 more bytes still fit
+    assert manager.record(quotas, "consumer_byte_rate", "", "c", 100) == 0

@@ -128,6 +128,10 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
     max_bytes = getattr(req, "max_bytes", 0x7FFFFFFF)
     if max_bytes <= 0:
         max_bytes = 0x7FFFFFFF
+    quota = ctx.fetch_quota
+    if quota is not None:  # Kafka: no more than one quota window's worth
+        max_bytes = min(max_bytes, quota.window_bytes)
+        min_bytes = min(min_bytes, max_bytes)
     deadline = time.monotonic() + max_wait_ms / 1000.0
     rm = broker.replica_manager
     read_committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
@@ -150,12 +154,21 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
         if remaining <= 0:
             break
         if not await rm.purgatory.wait_for_any(keys, remaining):
-            answers, *_ = _read_all(
+            answers, total_bytes, *_ = _read_all(
                 rm, broker.image, entries, max_bytes, use_ids, read_committed, readable, remote
             )
             break
     if remote and broker.remote_tier is not None:  # remote: the partitions to read there
         await read_remote(broker.remote_tier.reader, answers, remote, read_committed)
+
+    if quota is not None and quota.record(total_bytes):
+        # Over consumer_byte_rate: Kafka's throttled response, empty, the session's
+        # partition states untouched; a session this request would have made is not
+        # made (INVALID_SESSION_ID), an incremental one keeps its id.
+        if session is not None and not incremental:
+            cache.close(session.session_id)
+        return {"error_code": 0, "responses": [],
+                "session_id": session.session_id if incremental and session else 0}
 
     by_topic: dict[Any, list[dict[str, Any]]] = {}
     for sp, answer in zip(entries, answers):
