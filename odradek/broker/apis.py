@@ -176,14 +176,17 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _topic(Op.DELETE, "topics[].name"),)),
     ApiSpec(K.DESCRIBE_CONFIGS, configs.handle_describe_configs, (
         _topic(Op.DESCRIBE_CONFIGS, "resources[] of type TOPIC"),
-        Check(Res.CLUSTER, Op.DESCRIBE_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"))),
+        Check(Res.CLUSTER, Op.DESCRIBE_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"),
+        _group(Op.DESCRIBE_CONFIGS, "resources[] of type GROUP"))),
     ApiSpec(K.ALTER_CONFIGS, configs.handle_alter_configs, (
         _topic(Op.ALTER_CONFIGS, "resources[] of type TOPIC"),
-        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER")),
+        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"),
+        _group(Op.ALTER_CONFIGS, "resources[] of type GROUP")),
         forwarded=True),
     ApiSpec(K.INCREMENTAL_ALTER_CONFIGS, configs.handle_incremental_alter_configs, (
         _topic(Op.ALTER_CONFIGS, "resources[] of type TOPIC"),
-        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER")),
+        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"),
+        _group(Op.ALTER_CONFIGS, "resources[] of type GROUP")),
         forwarded=True),
     ApiSpec(K.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs, (
         _cluster(Op.DESCRIBE),)),
