@@ -111,6 +111,7 @@ async def handle_describe_configs(
             entries = describe_broker_config(
                 broker.config, image.broker_configs(broker.node_id),
                 image.configs.get((R.RESOURCE_BROKER, ""), {}),
+                per_broker=res.resource_name != "",
             )
         elif res.resource_type == R.RESOURCE_GROUP and res.resource_name:
             entries = describe_group_config(
