@@ -185,11 +185,20 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": authz.operations(
-            ctx, ResourceType.CLUSTER, "kafka-cluster",
-            bool(getattr(req, "include_cluster_authorized_operations", False))),
+        "cluster_authorized_operations": _metadata_cluster_operations(ctx, req),
         "error_code": 0,
     }
+
+
+def _metadata_cluster_operations(ctx: RequestContext, req: Any) -> int:
+    """Metadata v8-v10 (KIP-430; DescribeCluster took it over in v11): the
+    cluster's authorized operations when asked, 0 without DESCRIBE on the
+    cluster (Kafka's KafkaApis), INT32_MIN when not asked."""
+    if not getattr(req, "include_cluster_authorized_operations", False):
+        return E.AUTHORIZED_OPERATIONS_OMITTED
+    if not authz.cluster_allows(ctx, Op.DESCRIBE):
+        return 0
+    return authz.operations(ctx, ResourceType.CLUSTER, "kafka-cluster", True)
 
 
 async def handle_describe_cluster(
