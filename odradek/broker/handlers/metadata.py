@@ -162,9 +162,14 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
             else:
                 topics.append(error_topic(name, E.UNKNOWN_TOPIC_OR_PARTITION))
         if to_create:
+            # this broker's own num.partitions and default.replication.factor, sent
+            # explicitly as Kafka's AutoTopicCreationManager does (a -1 would take
+            # the active controller's values)
+            partitions = broker.config.get("num.partitions")
+            rf = broker.config.get("default.replication.factor")
             results = await create_topics(
-                broker, [NewTopic(n, -1, -1, {}, {}) for n in to_create], validate_only=False
-            )
+                broker, [NewTopic(n, partitions, rf, {}, {}) for n in to_create],
+                validate_only=False)
             image = broker.image
             for i, entry in enumerate(topics):
                 if len(entry) == 1 and "name" in entry:
