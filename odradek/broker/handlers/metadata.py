@@ -20,10 +20,13 @@ ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def brokers_for(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
+def brokers_for(image: MetadataImage, listener: str,
+                include_fenced: bool = False) -> list[dict[str, Any]]:
+    """The registered brokers' endpoints on `listener`: the unfenced ones, and
+    the fenced ones too (`is_fenced`) when asked (DescribeCluster v2, KIP-1073)."""
     out = []
     for node_id, b in sorted(image.brokers.items()):
-        if b.fenced:
+        if b.fenced and not include_fenced:
             continue
         ep = next((e for e in b.endpoints if e.listener == listener), None) or (
             b.endpoints[0] if b.endpoints else None
@@ -32,7 +35,7 @@ def brokers_for(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
             continue
         out.append(
             {"node_id": node_id, "broker_id": node_id, "host": ep.host, "port": ep.port,
-             "rack": b.rack}
+             "rack": b.rack, "is_fenced": bool(b.fenced)}
         )
     return out
 
@@ -226,7 +229,8 @@ async def handle_describe_cluster(
         "endpoint_type": 1,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": brokers_for(broker.image, ctx.listener),
+        "brokers": brokers_for(broker.image, ctx.listener,
+                               bool(getattr(req, "include_fenced_brokers", False))),
         "cluster_authorized_operations": authz.operations(
             ctx, ResourceType.CLUSTER, "kafka-cluster",
             bool(getattr(req, "include_cluster_authorized_operations", False))),
