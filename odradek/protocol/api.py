@@ -92,7 +92,10 @@ class ApiKey(IntEnum):
 # api_key -> (min_version, max_version) that odradek answers.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 11),
-    ApiKey.FETCH: (4, 16),
+    # v17 (KIP-853's replica directory id) and v18 (the follower's high watermark)
+    # add tagged request fields only KRaft's own fetches use: ignored, as Kafka's
+    # broker does for consumer and follower fetches
+    ApiKey.FETCH: (4, 18),
     ApiKey.LIST_OFFSETS: (1, 8),
     ApiKey.METADATA: (0, 13),
     ApiKey.API_VERSIONS: (0, 4),
