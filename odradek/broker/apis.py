@@ -188,6 +188,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"),
         _group(Op.ALTER_CONFIGS, "resources[] of type GROUP")),
         forwarded=True),
+    ApiSpec(K.LIST_CONFIG_RESOURCES, configs.handle_list_config_resources, (
+        _cluster(Op.DESCRIBE_CONFIGS),)),
     ApiSpec(K.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs, (
         _cluster(Op.DESCRIBE),)),
     ApiSpec(K.ELECT_LEADERS, cluster.handle_elect_leaders, (

@@ -49,7 +49,6 @@ NOTES: dict[int, str] = {
     64: "unregistering a broker: not built",
     70: "controller registration (KIP-919): not built",
     71: "client telemetry (KIP-714): not built", 72: "client telemetry (KIP-714): not built",
-    74: "ListConfigResources (KIP-1142): not built",
     76: _SHARE, 77: _SHARE, 78: _SHARE, 79: _SHARE, 83: _SHARE, 84: _SHARE, 85: _SHARE,
     86: _SHARE, 87: _SHARE, 90: _SHARE, 91: _SHARE, 92: _SHARE,
     80: _VOTERS, 81: _VOTERS, 82: _VOTERS,

@@ -74,6 +74,7 @@ def _requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
             {"resource_type": 2, "resource_name": topic,
              "configs": [{"name": "retention.ms", "config_operation": 0, "value": "1000"}]}],
             "validate_only": True},
+        api.ApiKey.LIST_CONFIG_RESOURCES: {"resource_types": []},
         api.ApiKey.DESCRIBE_CLUSTER: {"include_cluster_authorized_operations": False,
                                       "endpoint_type": 1, "include_fenced_brokers": True},
         api.ApiKey.DESCRIBE_TOPIC_PARTITIONS: {"topics": [{"name": topic}],

@@ -114,6 +114,20 @@ def test_group_configs_are_validated_stored_described_and_applied(tmp_path, brok
         # a group without configs keeps the broker's values
         assert _interval_ms(_heartbeat(b.bootstrap, "g-other", topic_name)) == 500
 
+        # KIP-1142: ListConfigResources lists the configured group with the topics
+        # and brokers; v0 (client-metrics subscriptions) has none to list
+        listed = call(b.bootstrap, api.ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []})
+        assert listed.error_code.value == NONE
+        assert {(r.resource_type, r.resource_name) for r in listed.config_resources} >= {
+            (2, topic_name), (4, "1"), (GROUP, group)}
+        only = call(b.bootstrap, api.ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": [GROUP]})
+        assert [(r.resource_type, r.resource_name) for r in only.config_resources] == [
+            (GROUP, group)]
+        assert call(b.bootstrap, api.ApiKey.LIST_CONFIG_RESOURCES, 1, {
+            "resource_types": [8]}).error_code.value == 35  # BROKER_LOGGER: not listed
+        v0 = call(b.bootstrap, api.ApiKey.LIST_CONFIG_RESOURCES, 0, {})
+        assert (v0.error_code.value, v0.config_resources) == (NONE, ())
+
         # stored in the metadata log: they survive a restart; a delete restores the default
         b.restart()
         assert _interval_ms(_heartbeat(b.bootstrap, group, topic_name)) == 600

@@ -163,3 +163,34 @@ def _responses(resources: list[Any], results: list[Any]) -> list[dict[str, Any]]
          "resource_type": rtype, "resource_name": rname}
         for (rtype, rname, _), res in zip(resources, results)
     ]
+
+
+# ConfigResource types ListConfigResources v1 lists here (KIP-1142). Kafka also
+# lists BROKER_LOGGER (8); odradek has no broker-logger configs, so asking for
+# it answers UNSUPPORTED_VERSION, as Kafka answers a type it does not list.
+CLIENT_METRICS = 16
+LISTED_TYPES = (R.RESOURCE_TOPIC, R.RESOURCE_BROKER, CLIENT_METRICS, R.RESOURCE_GROUP)
+
+
+async def handle_list_config_resources(
+    broker: ConfigServices, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    """KIP-1142: the config resources of the asked types (none asked: every type
+    listed): every topic, every live broker, the groups with group configs, and
+    the client-metrics subscriptions (odradek has none: KIP-714 is not built).
+    v0 (ListClientMetricsResources) lists client-metrics subscriptions only."""
+    if ctx.api_version == 0:
+        return {"error_code": 0, "config_resources": []}
+    asked = tuple(int(t) for t in req.resource_types) or LISTED_TYPES
+    if any(t not in LISTED_TYPES for t in asked):
+        return {"error_code": E.UNSUPPORTED_VERSION, "config_resources": []}
+    image = broker.image
+    names: dict[int, list[str]] = {
+        R.RESOURCE_TOPIC: sorted(image.topics_by_name),
+        R.RESOURCE_BROKER: [str(n) for n, b in sorted(image.brokers.items()) if not b.fenced],
+        R.RESOURCE_GROUP: sorted(n for t, n in image.configs if t == R.RESOURCE_GROUP),
+        CLIENT_METRICS: [],
+    }
+    return {"error_code": 0, "config_resources": [
+        {"resource_name": name, "resource_type": t}
+        for t in LISTED_TYPES if t in asked for name in names[t]]}
