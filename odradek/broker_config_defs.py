@@ -363,6 +363,14 @@ _DEFS: list[ConfigDef] = [
        "KIP-848 consumer groups.", MEDIUM, at_least(1)),
     _d("group.consumer.heartbeat.interval.ms", I, 5000, "Heartbeat interval the broker "
        "gives KIP-848 consumer group members.", MEDIUM, at_least(1)),
+    _d("group.consumer.min.session.timeout.ms", I, 45000, "Smallest session timeout a "
+       "group may set (its consumer.session.timeout.ms).", MEDIUM, at_least(1)),
+    _d("group.consumer.max.session.timeout.ms", I, 60000, "Largest session timeout a "
+       "group may set (its consumer.session.timeout.ms).", MEDIUM, at_least(1)),
+    _d("group.consumer.min.heartbeat.interval.ms", I, 5000, "Smallest heartbeat interval "
+       "a group may set (its consumer.heartbeat.interval.ms).", MEDIUM, at_least(1)),
+    _d("group.consumer.max.heartbeat.interval.ms", I, 15000, "Largest heartbeat interval "
+       "a group may set (its consumer.heartbeat.interval.ms).", MEDIUM, at_least(1)),
     _d("group.consumer.max.size", I, INT_MAX, "Most members in one KIP-848 consumer "
        "group.", MEDIUM, at_least(1)),
     _d("group.consumer.assignors", LI, ["uniform", "range"], "Server-side assignors of "

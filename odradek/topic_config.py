@@ -13,8 +13,9 @@ type, validator and synonyms in precedence order.
 - `effective_log_config` turns broker defaults plus topic overrides into the LogConfig
   a partition log runs with.
 - `describe_topic_config` / `describe_broker_config` build DescribeConfigs entries with
-  Kafka's source codes and synonym lists, so `kafka-configs --describe --all` reads as
-  it does against Kafka.
+  Kafka's source codes and synonym lists (`config_synonyms`: Kafka's ConfigHelper
+  order and its drop of the entries before the key's own name), so
+  `kafka-configs --describe --all` reads as it does against Kafka.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ __all__ = [
     "ConfigSynonym",
     "InvalidConfig",
     "TopicConfigDef",
+    "config_synonyms",
     "describe_broker_config",
     "describe_topic_config",
     "effective_log_config",
@@ -176,19 +178,38 @@ class ConfigEntry:
         return self.source == ConfigSource.DEFAULT_CONFIG
 
 
-def _broker_synonyms(broker: BrokerConfig, names: tuple[str, ...]) -> list[ConfigSynonym]:
-    """Statically set synonyms first, then those with a default: Kafka's order."""
-    result: list[ConfigSynonym] = []
-    for name in names:
-        if broker.is_set(name):
-            result.append(ConfigSynonym(name, _shown(broker, name, broker.get(name)),
-                                        ConfigSource.STATIC_BROKER_CONFIG))
-    for name in names:
-        default = BROKER_CONFIGS[name].default
+def config_synonyms(
+    broker: BrokerConfig, name: str, names: tuple[str, ...],
+    dynamic: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
+) -> list[ConfigSynonym]:
+    """Kafka's `ConfigHelper.configSynonyms`: the broker keys `names` (one setting
+    under several names, in precedence order) with a value, source by source
+    (this broker's dynamic configs, the cluster-wide dynamic default, the file,
+    the defaults; within a source in `names`' order), then everything before
+    the first entry for `name` itself dropped. So `retention.ms`, whose broker
+    key `log.retention.ms` has no value, lists no synonyms even though
+    `log.retention.hours` has a default (Kafka's `dropWhile`)."""
+    found: list[ConfigSynonym] = []
+    for layer, source in ((dynamic, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                          (dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)):
+        for n in names:
+            if layer and n in layer:
+                found.append(ConfigSynonym(n, None if BROKER_CONFIGS[n].sensitive
+                                           else layer[n], source))
+    for n in names:
+        if broker.is_set(n):
+            found.append(ConfigSynonym(n, _shown(broker, n, broker.get(n)),
+                                       ConfigSource.STATIC_BROKER_CONFIG))
+    for n in names:
+        default = BROKER_CONFIGS[n].default
         if default is not None:
-            result.append(ConfigSynonym(name, _shown(broker, name, default),
-                                        ConfigSource.DEFAULT_CONFIG))
-    return result
+            found.append(ConfigSynonym(n, _shown(broker, n, default),
+                                       ConfigSource.DEFAULT_CONFIG))
+    for i, synonym in enumerate(found):
+        if synonym.name == name:
+            return found[i:]
+    return []
 
 
 def _shown(broker: BrokerConfig, name: str, value: object) -> str | None:
@@ -205,7 +226,8 @@ def describe_topic_config(broker: BrokerConfig,
     entries: list[ConfigEntry] = []
     for name in sorted(TOPIC_CONFIGS):
         spec = TOPIC_CONFIGS[name]
-        synonyms = _broker_synonyms(broker, spec.broker_synonyms)
+        names = spec.broker_synonyms
+        synonyms = config_synonyms(broker, names[0], names) if names else []
         if name in topic_overrides:
             try:
                 shown = format_value(spec.type, spec.definition.parse(topic_overrides[name]))
@@ -229,18 +251,19 @@ def describe_topic_config(broker: BrokerConfig,
     return entries
 
 
-# Broker keys that are one setting under several names (precedence order).
+# Broker keys that are one setting under several names (precedence order): Kafka's
+# `DynamicBrokerConfig.brokerConfigSynonyms` (log.flush.interval.ms is listed alone
+# there: its one synonym, the scheduler interval, is a default, not another name).
 _BROKER_SYNONYM_GROUPS: tuple[tuple[str, ...], ...] = (
     ("log.roll.ms", "log.roll.hours"),
     ("log.roll.jitter.ms", "log.roll.jitter.hours"),
     ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-    ("log.dirs", "log.dir"),
-    ("node.id", "broker.id"),
 )
 
 
 def _synonym_names(name: str) -> tuple[str, ...]:
+    if name == "log.flush.interval.ms":
+        return (name, "log.flush.scheduler.interval.ms")
     for group in _BROKER_SYNONYM_GROUPS:
         if name in group:
             return group
@@ -251,22 +274,31 @@ def describe_broker_config(
     broker: BrokerConfig,
     dynamic: Mapping[str, str] | None = None,
     dynamic_default: Mapping[str, str] | None = None,
+    per_broker: bool = True,
 ) -> list[ConfigEntry]:
-    """Every modelled broker config, sorted by name. `dynamic` holds this broker's
+    """A BROKER resource's configs, sorted by name. `dynamic` holds this broker's
     dynamic configs and `dynamic_default` the cluster-wide ones (BROKER resource
-    ""); they come first, in Kafka's order. Only DYNAMIC_BROKER_CONFIGS may be
+    ""). For one broker (`per_broker`) every modelled key, its synonyms as
+    `config_synonyms` finds them; for the cluster default (resource "") only the
+    keys it sets, with only their DYNAMIC_DEFAULT_BROKER_CONFIG synonyms, as
+    Kafka's `createBrokerConfigEntry`. Only DYNAMIC_BROKER_CONFIGS may be
     altered: every other key is read-only."""
     entries: list[ConfigEntry] = []
-    layers = ((dynamic or {}, ConfigSource.DYNAMIC_BROKER_CONFIG),
-              (dynamic_default or {}, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    dynamic = dynamic or {}
+    dynamic_default = dynamic_default or {}
     for name, value in broker.items():
+        if not per_broker and name not in dynamic_default:
+            continue
         spec = BROKER_CONFIGS[name]
-        synonyms = _broker_synonyms(broker, _synonym_names(name))
+        synonyms = config_synonyms(broker, name, _synonym_names(name),
+                                   dynamic if per_broker else None, dynamic_default)
+        if not per_broker:
+            synonyms = [s for s in synonyms
+                        if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         shown = None if spec.sensitive else format_value(spec.type, value)
-        for overrides, source in reversed(layers):
+        for overrides in ((dynamic_default, dynamic) if per_broker else (dynamic_default,)):
             if name in overrides:
-                synonyms.insert(0, ConfigSynonym(name, overrides[name], source))
-                shown = overrides[name]
+                shown = None if spec.sensitive else overrides[name]
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(ConfigEntry(
             name=name,

@@ -14,21 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from odradek.broker.api_acl_table import replace_in
+from odradek.protocol.doc_markers import write_or_check
 
 DOC = ROOT / "docs" / "security.md"
 
-
-def main(argv: list[str]) -> int:
-    current = DOC.read_text()
-    wanted = replace_in(current)
-    if "--check" in argv:
-        if current != wanted:
-            print(f"{DOC} differs from broker/apis.py: run scripts/api_acl_table.py")
-            return 1
-        return 0
-    DOC.write_text(wanted)
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(write_or_check(DOC, replace_in, sys.argv[1:], "scripts/api_acl_table.py"))

@@ -25,6 +25,7 @@ from typing import Any
 from ..protocol import api
 from ..security.resources import AclOperation as Op
 from ..security.resources import ResourceType as Res
+from . import version_errors as VE
 from .context import Handler
 from .handlers import (
     acls,
@@ -45,6 +46,7 @@ from .handlers import (
     txn,
 )
 from .handlers import fetch as fetch_handlers
+from .version_errors import NEVER, OlderError, fenced_since
 
 K = api.ApiKey
 
@@ -88,6 +90,9 @@ class ApiSpec:
     # the answer to a request a REQUEST check refused, when Kafka answers per
     # item (request, error code, message) -> response dict; else a whole-request error
     denial: Callable[[Any, int, str], dict[str, Any]] | None = None
+    # error codes older versions of the API cannot carry, and what they answer
+    # instead (version_errors.py; applied by the pipeline before encoding)
+    older_errors: tuple[OlderError, ...] = ()
 
     @property
     def name(self) -> str:
@@ -118,15 +123,23 @@ async def _unwrapped_by_the_pipeline(node: Any, ctx: Any, request: Any) -> dict[
 
 API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # -- produce and fetch ----------------------------------------------------------------
+    # a fenced producer's batch: INVALID_PRODUCER_EPOCH in every version (Kafka's
+    # AddPartitionsToTxnManager maps the coordinator's PRODUCER_FENCED so)
     ApiSpec(K.PRODUCE, produce.handle_produce, (
-        _txn_id(Op.WRITE), _topic(Op.WRITE, "topic_data[].name"))),
+        _txn_id(Op.WRITE), _topic(Op.WRITE, "topic_data[].name")),
+        older_errors=(OlderError(VE.PRODUCER_FENCED, NEVER, VE.INVALID_PRODUCER_EPOCH),)),
     # consumers: READ on each topic; followers (replica_id >= 0): CLUSTER_ACTION
     ApiSpec(K.FETCH, cluster.handle_fetch, (
         _topic(Op.READ, "topics[].topic"),
         Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "replica_id >= 0",
-              "TOPIC_AUTHORIZATION_FAILED"))),
+              "TOPIC_AUTHORIZATION_FAILED")),
+        # v0-v5 clients may not know KAFKA_STORAGE_ERROR: they refresh metadata
+        # on NOT_LEADER_OR_FOLLOWER (Kafka's maybeDownConvertStorageError)
+        older_errors=(OlderError(VE.KAFKA_STORAGE_ERROR, 6, VE.NOT_LEADER_OR_FOLLOWER),)),
     ApiSpec(K.LIST_OFFSETS, fetch_handlers.handle_list_offsets, (
-        _topic(Op.DESCRIBE, "topics[].name"),)),
+        _topic(Op.DESCRIBE, "topics[].name"),),
+        # OFFSET_NOT_AVAILABLE from v5 (KIP-207); LEADER_NOT_AVAILABLE before
+        older_errors=(OlderError(VE.OFFSET_NOT_AVAILABLE, 5, VE.LEADER_NOT_AVAILABLE),)),
     ApiSpec(K.OFFSET_FOR_LEADER_EPOCH, fetch_handlers.handle_offset_for_leader_epoch, (
         _topic(Op.DESCRIBE, "topics[].topic"),
         Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "replica_id >= 0"))),
@@ -154,22 +167,29 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
               "topic_config_error_code, configs left out")),
         forwarded=True),
     ApiSpec(K.DELETE_TOPICS, admin.handle_delete_topics, (
-        _topic(Op.DELETE, "topics[].name"),), forwarded=True),
+        _topic(Op.DELETE, "topics[].name"),), forwarded=True,
+        # TOPIC_DELETION_DISABLED from v3; INVALID_REQUEST before (KafkaApis)
+        older_errors=(OlderError(VE.TOPIC_DELETION_DISABLED, 3, VE.INVALID_REQUEST),)),
     ApiSpec(K.CREATE_PARTITIONS, admin.handle_create_partitions, (
         _topic(Op.ALTER, "topics[].name"),), forwarded=True),
     ApiSpec(K.DELETE_RECORDS, admin.handle_delete_records, (
         _topic(Op.DELETE, "topics[].name"),)),
     ApiSpec(K.DESCRIBE_CONFIGS, configs.handle_describe_configs, (
         _topic(Op.DESCRIBE_CONFIGS, "resources[] of type TOPIC"),
-        Check(Res.CLUSTER, Op.DESCRIBE_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"))),
+        Check(Res.CLUSTER, Op.DESCRIBE_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"),
+        _group(Op.DESCRIBE_CONFIGS, "resources[] of type GROUP"))),
     ApiSpec(K.ALTER_CONFIGS, configs.handle_alter_configs, (
         _topic(Op.ALTER_CONFIGS, "resources[] of type TOPIC"),
-        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER")),
+        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"),
+        _group(Op.ALTER_CONFIGS, "resources[] of type GROUP")),
         forwarded=True),
     ApiSpec(K.INCREMENTAL_ALTER_CONFIGS, configs.handle_incremental_alter_configs, (
         _topic(Op.ALTER_CONFIGS, "resources[] of type TOPIC"),
-        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER")),
+        Check(Res.CLUSTER, Op.ALTER_CONFIGS, Scope.RESOURCE, "resources[] of type BROKER"),
+        _group(Op.ALTER_CONFIGS, "resources[] of type GROUP")),
         forwarded=True),
+    ApiSpec(K.LIST_CONFIG_RESOURCES, configs.handle_list_config_resources, (
+        _cluster(Op.DESCRIBE_CONFIGS),)),
     ApiSpec(K.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs, (
         _cluster(Op.DESCRIBE),)),
     ApiSpec(K.ELECT_LEADERS, cluster.handle_elect_leaders, (
@@ -225,19 +245,23 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.INIT_PRODUCER_ID, producer_id.handle_init_producer_id, (
         _txn_id(Op.WRITE),
         Check(Res.CLUSTER, Op.IDEMPOTENT_WRITE, Scope.RESOURCE,
-              "no transactional_id, else WRITE on any topic"))),
+              "no transactional_id, else WRITE on any topic")),
+        older_errors=fenced_since(4)),
     ApiSpec(K.ADD_PARTITIONS_TO_TXN, txn.handle_add_partitions_to_txn, (
         _txn_id(Op.WRITE, "transactional_id / transactions[].transactional_id"),
         _topic(Op.WRITE, "topics[].name"),
-        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "v4+ verify-only batches"))),
+        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "v4+ verify-only batches")),
+        older_errors=fenced_since(2)),
     ApiSpec(K.ADD_OFFSETS_TO_TXN, txn.handle_add_offsets_to_txn, (
-        _txn_id(Op.WRITE), _group(Op.READ, "group_id"))),
-    ApiSpec(K.END_TXN, txn.handle_end_txn, (_txn_id(Op.WRITE),)),
+        _txn_id(Op.WRITE), _group(Op.READ, "group_id")), older_errors=fenced_since(2)),
+    ApiSpec(K.END_TXN, txn.handle_end_txn, (_txn_id(Op.WRITE),),
+            older_errors=fenced_since(2)),
     # CLUSTER_ACTION, answered per partition by the handler (no top-level error code)
     ApiSpec(K.WRITE_TXN_MARKERS, txn.handle_write_txn_markers, (
         Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "the whole request"),)),
     ApiSpec(K.TXN_OFFSET_COMMIT, txn.handle_txn_offset_commit, (
-        _txn_id(Op.WRITE), _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].name"))),
+        _txn_id(Op.WRITE), _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].name")),
+        older_errors=(OlderError(VE.PRODUCER_FENCED, NEVER, VE.INVALID_PRODUCER_EPOCH),)),
     ApiSpec(K.DESCRIBE_PRODUCERS, txn.handle_describe_producers, (
         _topic(Op.READ, "topics[].name"),)),
     ApiSpec(K.DESCRIBE_TRANSACTIONS, txn.handle_describe_transactions, (

@@ -22,6 +22,7 @@ from ..config import BrokerConfig, ConfigError, Endpoint
 from ..coordinator.host import CoordinatorHost
 from ..coordinator.service import GroupCoordinatorService
 from ..coordinator.transaction_service import TransactionCoordinatorService
+from ..group_config import validate_group_configs
 from ..metadata import records as R
 from ..metadata.client_quotas import Quotas
 from ..metadata.controller import Controller, NewTopic, Result
@@ -125,6 +126,7 @@ class Broker:
             validate_configs=self._validate_topic_configs,
             topic_config_default=self._topic_config_default,
             validate_broker_configs=validate_dynamic_broker_configs,
+            validate_group_configs=functools.partial(validate_group_configs, config),
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
         # Replica placements and failed log dirs, told to the controller (KIP-858).

@@ -28,6 +28,9 @@
                  and encode stages as the principal and host the Envelope names;
                  its answer goes back inside an EnvelopeResponse
     handle       the API's handler, with the node's services and a RequestContext
+    downgrade    error codes the request's version cannot carry become the older
+                 codes Kafka answers instead (the API line's `older_errors`:
+                 version_errors.py), e.g. PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH
     throttle     the response's throttle_time_ms (quotas plug in here)
     encode       the response header of the API version, then the body (Fetch
                  bodies go out as file bytes, protocol/fetch_codec.py)
@@ -72,6 +75,7 @@ from .quotas import (
     REQUEST_PERCENTAGE,
     QuotaManager,
 )
+from .version_errors import downgrade
 
 log = logging.getLogger(__name__)
 
@@ -199,6 +203,8 @@ class RequestPipeline:
             self._throttle(spec, ctx, conn, request, request_bytes, 0, handler_s)
             return None
         data.setdefault("throttle_time", 0)
+        if spec.older_errors:
+            downgrade(spec.older_errors, header.api_version, data)
         answer = self._encode(header, data)
         throttle_ms = self._throttle(spec, ctx, conn, request, request_bytes, _size(answer),
                                      handler_s)

@@ -45,7 +45,13 @@ from .classic import (
     join_error,
     sync_error,
 )
-from .consumer import ConsumerGroup, HeartbeatRequest, TopicsView, heartbeat_error
+from .consumer import (
+    ConsumerConfig,
+    ConsumerGroup,
+    HeartbeatRequest,
+    TopicsView,
+    heartbeat_error,
+)
 from .group_load import GroupLoad
 from .records import OffsetValue, group_key, group_value, offset_key, offset_value
 from .state import (
@@ -98,6 +104,9 @@ class GroupCoordinator(GroupState):
         super().__init__(config)
         # TxnOffsetCommit offsets waiting for their transaction's marker.
         self.txn_offsets = PendingTxnOffsets()
+        # KIP-848 group configs (GROUP config resources): group id -> its settings,
+        # read at each heartbeat as Kafka's GroupConfigManager is
+        self.consumer_configs: Mapping[str, ConsumerConfig] = {}
 
     # -- ownership -----------------------------------------------------------------------
 
@@ -485,6 +494,7 @@ class GroupCoordinator(GroupState):
                 return heartbeat_error(E.COORDINATOR_NOT_AVAILABLE, "Too many groups.")
             group = ConsumerGroup(group_id, self.config.consumer)
             self.groups[group_id] = group
+        group.config = self.consumer_configs.get(group_id, self.config.consumer)
         response = group.heartbeat(req, topics, now_ms)
         consumer_state.persist(group, partition, out.records)
         return response

@@ -16,6 +16,7 @@ coordinator/replicated.py), with `offsets.commit.timeout.ms`. A timer task calls
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import itertools
 import logging
@@ -24,6 +25,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..configdef import ConfigError
+from ..group_config import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, group_values
+from ..metadata import records as R
 from ..metadata.image import MetadataImage
 from ..protocol import records as batches
 from . import errors as E
@@ -133,6 +137,8 @@ class GroupCoordinatorService:
         return self._topics_cache[1]
 
     def on_metadata(self, old: MetadataImage, new: MetadataImage, records: Any) -> None:
+        if old.configs is not new.configs:
+            self._group_configs(new)
         topic = new.topics_by_name.get(OFFSETS_TOPIC)
         led = set()
         if topic is not None:
@@ -153,6 +159,22 @@ class GroupCoordinatorService:
             self._loads[p] = task
             task.add_done_callback(functools.partial(self._load_done, p))
         self.apply(out)
+
+    def _group_configs(self, image: MetadataImage) -> None:
+        """The KIP-848 group configs of the image, as the core reads them."""
+        default = self.core.config.consumer
+        configs = {}
+        for (rtype, name), entries in image.configs.items():
+            if rtype != R.RESOURCE_GROUP:
+                continue
+            try:
+                values = group_values(self.broker.config, entries)
+            except ConfigError:  # validated by the controller; keep the defaults
+                continue
+            configs[name] = dataclasses.replace(
+                default, session_timeout_ms=values[SESSION_TIMEOUT],
+                heartbeat_interval_ms=values[HEARTBEAT_INTERVAL])
+        self.core.consumer_configs = configs
 
     def _load_done(self, partition: int, task: asyncio.Task[None]) -> None:
         if self._loads.get(partition) is task:

@@ -86,6 +86,7 @@ class Controller:
         topic_config_default: Callable[[str], str | None] = lambda name: None,
         rng: random.Random | None = None,
         validate_broker_configs: Callable[[Mapping[str, str | None]], str | None] | None = None,
+        validate_group_configs: Callable[[Mapping[str, str | None]], str | None] | None = None,
     ) -> None:
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
@@ -95,6 +96,8 @@ class Controller:
         self.topic_config_default = topic_config_default
         # dynamic broker configs (an error message or None); None: refused
         self.validate_broker_configs = validate_broker_configs
+        # KIP-848 group configs (group_config.py); None: refused
+        self.validate_group_configs = validate_group_configs
         self._rng = rng or random.Random()
 
     # -- placement -------------------------------------------------------------
@@ -360,12 +363,19 @@ class Controller:
             if resource_name and not resource_name.isdigit():
                 return Result(INVALID_REQUEST, f"Invalid broker id {resource_name}")
             return None
+        if resource_type == R.RESOURCE_GROUP and self.validate_group_configs is not None:
+            if not resource_name:
+                return Result(INVALID_REQUEST, "Group name must not be empty")
+            return None
         return Result(INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
     def _validate(self, resource_type: int, configs: Mapping[str, str | None]) -> str | None:
         if resource_type == R.RESOURCE_BROKER:
             assert self.validate_broker_configs is not None  # _config_target checked
             return self.validate_broker_configs(configs)
+        if resource_type == R.RESOURCE_GROUP:
+            assert self.validate_group_configs is not None  # _config_target checked
+            return self.validate_group_configs(configs)
         return self.validate_configs(configs)
 
     def incremental_alter_configs(

@@ -60,6 +60,7 @@ def remove_access_control_entry_record(acl_id: str) -> dict[str, Any]:
 # ConfigResource types, as in Kafka's DescribeConfigs/AlterConfigs.
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32  # KIP-848 group configs (group_config.py)
 
 MetadataRecord = dict[str, Any]
 

@@ -69,6 +69,7 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     DESCRIBE_TRANSACTIONS = 65
     DESCRIBE_TOPIC_PARTITIONS = 75
+    LIST_CONFIG_RESOURCES = 74  # KIP-1142 (v0 was ListClientMetricsResources)
     ELECT_LEADERS = 43
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
@@ -92,10 +93,13 @@ class ApiKey(IntEnum):
 # api_key -> (min_version, max_version) that odradek answers.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.PRODUCE: (3, 11),
-    ApiKey.FETCH: (4, 16),
+    # v17 (KIP-853's replica directory id) and v18 (the follower's high watermark)
+    # add tagged request fields only KRaft's own fetches use: ignored, as Kafka's
+    # broker does for consumer and follower fetches
+    ApiKey.FETCH: (4, 18),
     ApiKey.LIST_OFFSETS: (1, 11),
-    ApiKey.METADATA: (0, 12),
-    ApiKey.API_VERSIONS: (0, 3),
+    ApiKey.METADATA: (0, 13),
+    ApiKey.API_VERSIONS: (0, 4),
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
@@ -103,10 +107,11 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 5),
     ApiKey.CREATE_PARTITIONS: (0, 3),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.LIST_CONFIG_RESOURCES: (0, 1),
+    ApiKey.DESCRIBE_CLUSTER: (0, 2),
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: (0, 0),
     ApiKey.ELECT_LEADERS: (0, 2),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),

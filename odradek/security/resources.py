@@ -58,8 +58,10 @@ SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
         AclOperation.READ, AclOperation.WRITE, AclOperation.CREATE, AclOperation.DESCRIBE,
         AclOperation.DELETE, AclOperation.ALTER, AclOperation.DESCRIBE_CONFIGS,
         AclOperation.ALTER_CONFIGS}),
+    # Kafka 4 (KIP-848 group configs): DESCRIBE_CONFIGS and ALTER_CONFIGS too
     ResourceType.GROUP: frozenset({AclOperation.READ, AclOperation.DESCRIBE,
-                                   AclOperation.DELETE}),
+                                   AclOperation.DELETE, AclOperation.DESCRIBE_CONFIGS,
+                                   AclOperation.ALTER_CONFIGS}),
     ResourceType.CLUSTER: frozenset({
         AclOperation.CREATE, AclOperation.CLUSTER_ACTION, AclOperation.DESCRIBE_CONFIGS,
         AclOperation.ALTER_CONFIGS, AclOperation.IDEMPOTENT_WRITE, AclOperation.ALTER,

@@ -183,6 +183,42 @@ def test_static_members_rejoin_without_rebalance(gbroker, topic_name, group):
         m.close()
 
 
+def test_closed_static_members_expire_after_the_session_timeout(gbroker, topic_name, group):
+    """Static members closed without LeaveGroup (librdkafka sends none for them)
+    leave the group once session.timeout.ms passes without a heartbeat: the group
+    is empty by then (plus a coordinator tick and slack), and DeleteGroups
+    succeeds, as on Kafka."""
+    from confluent_kafka.admin import AdminClient
+
+    session_ms = 5000
+    create_topic(gbroker.bootstrap, topic_name, 4)
+    m = Members()
+    try:
+        for name in ("a", "b"):
+            m.add(name, ck_member(gbroker.bootstrap, group, **{
+                "session.timeout.ms": session_ms, "enable.auto.commit": True,
+                "group.instance.id": f"{group}-{name}"}), [topic_name])
+        m.poll_until(lambda: m.balanced(4), desc="2-way split")
+        for name in list(m.consumers):
+            m.remove(name)
+        closed_at = time.monotonic()
+        admin = AdminClient({"bootstrap.servers": gbroker.bootstrap})
+        state = None
+        while time.monotonic() - closed_at < session_ms / 1000 + 10:
+            desc = admin.describe_consumer_groups([group])[group].result(10)
+            state = desc.state.name
+            if state == "EMPTY":
+                break
+            time.sleep(0.1)
+        emptied_s = time.monotonic() - closed_at
+        print(f"static members expired after {emptied_s:.2f} s")
+        assert state == "EMPTY", f"still {state} after {emptied_s:.1f} s"
+        assert emptied_s <= session_ms / 1000 + 2.0, emptied_s
+        admin.delete_consumer_groups([group])[group].result(10)
+    finally:
+        m.close()
+
+
 def test_join_with_a_session_timeout_out_of_range_fails(gbroker, topic_name, group):
     create_topic(gbroker.bootstrap, topic_name, 1)
     c = ck_member(gbroker.bootstrap, group, **{"session.timeout.ms": 500})

@@ -94,3 +94,50 @@ def test_transactional_produce_outside_the_txn_is_rejected_and_fenced_epochs_too
     (state,) = producers.topics[0].partitions[0].active_producers
     assert (state.producer_id, state.producer_epoch, state.current_txn_start_offset) == (
         pid, epoch + 1, -1)
+
+
+def _add_partitions(bootstrap: str, version: int, tid: str, pid: int, epoch: int,
+                    topic: str) -> int:
+    r = call(bootstrap, api.ApiKey.ADD_PARTITIONS_TO_TXN, version, {
+        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": [0]}]})
+    return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code.value
+
+
+@pytest.mark.parametrize("old,new", [(0, 2), (1, 3)])
+def test_a_fenced_producer_gets_the_error_its_version_knows(broker_factory, topic_name,
+                                                            old, new):
+    """KIP-588: PRODUCER_FENCED (90) only from AddPartitionsToTxn/AddOffsetsToTxn/EndTxn
+    v2 and InitProducerId v4; older versions answer INVALID_PRODUCER_EPOCH (47), as
+    Kafka's KafkaApis does, since their clients do not know 90."""
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 1)
+    tid = f"tx-fenced-{old}"
+    pid, epoch = _init(b.bootstrap, tid)
+    assert _init(b.bootstrap, tid) == (pid, epoch + 1)  # the first producer is fenced
+    assert _add_partitions(b.bootstrap, old, tid, pid, epoch, topic_name) == INVALID_EPOCH
+    assert _add_partitions(b.bootstrap, new, tid, pid, epoch, topic_name) == PRODUCER_FENCED
+    for version, code in ((old, INVALID_EPOCH), (new, PRODUCER_FENCED)):
+        end = call(b.bootstrap, api.ApiKey.END_TXN, version, {
+            "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+            "committed": True})
+        assert end.error_code.value == code
+        offsets = call(b.bootstrap, api.ApiKey.ADD_OFFSETS_TO_TXN, version, {
+            "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+            "group_id": "g-fenced"})
+        assert offsets.error_code.value == code
+    # InitProducerId with the fenced (pid, epoch): PRODUCER_FENCED from v4 only
+    for version, code in ((3, INVALID_EPOCH), (4, PRODUCER_FENCED)):
+        init = call(b.bootstrap, api.ApiKey.INIT_PRODUCER_ID, version, {
+            "transactional_id": tid, "transaction_timeout": 60000,
+            "producer_id": pid, "producer_epoch": epoch})
+        assert init.error_code.value == code
+    # TxnOffsetCommit never carries PRODUCER_FENCED
+    for version in (0, 3):
+        commit = call(b.bootstrap, api.ApiKey.TXN_OFFSET_COMMIT, version, {
+            "transactional_id": tid, "group_id": "g-fenced", "producer_id": pid,
+            "producer_epoch": epoch, "topics": [{"name": topic_name, "partitions": [
+                {"partition_index": 0, "committed_offset": 0,
+                 "committed_metadata": ""}]}]})
+        assert commit.topics[0].partitions[0].error_code.value != PRODUCER_FENCED

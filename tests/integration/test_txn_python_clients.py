@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import pytest
 
 from tests.integration.clients import create_topic, run
@@ -81,3 +84,35 @@ def test_aiokafka_commit_abort_and_read_committed_consumer(broker_factory, topic
 
     got = run(scenario())
     assert got == [b"ac-%d" % i for i in range(5)] + [b"ac-last"]
+
+
+def test_aiokafka_fenced_producer_sees_producer_fenced(broker_factory, topic_name):
+    """aiokafka speaks AddPartitionsToTxn and EndTxn v0, which know no PRODUCER_FENCED
+    (90): the broker answers INVALID_PRODUCER_EPOCH (47), which aiokafka turns into
+    its ProducerFenced error (with 90 it logged an unexpected error and failed)."""
+    from aiokafka import AIOKafkaProducer
+    from aiokafka.errors import ProducerFenced
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 1)
+
+    async def scenario() -> BaseException | None:
+        old = AIOKafkaProducer(bootstrap_servers=b.bootstrap, transactional_id="aio-fence")
+        await old.start()
+        new = AIOKafkaProducer(bootstrap_servers=b.bootstrap, transactional_id="aio-fence")
+        await new.start()  # InitProducerId: the old producer's epoch is fenced
+        try:
+            await old.begin_transaction()
+            try:
+                await asyncio.wait_for(
+                    old.send_and_wait(topic_name, value=b"zombie", partition=0), 20)
+            except Exception as e:  # noqa: BLE001 - the error is what we look at
+                return e
+            return None
+        finally:
+            await new.stop()
+            with contextlib.suppress(Exception):
+                await old.stop()
+
+    error = run(scenario())
+    assert isinstance(error, ProducerFenced), repr(error)

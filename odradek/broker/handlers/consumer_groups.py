@@ -93,6 +93,7 @@ async def handle_consumer_group_describe(
             continue
         entry = service.core.consumer_describe(g, names, service.topics())
         entry["authorized_operations"] = authz.operations(
-            ctx, ResourceType.GROUP, g, req.include_authorized_operations)
+            ctx, ResourceType.GROUP, g,
+            req.include_authorized_operations and entry["error_code"] == E.NONE)
         groups.append(entry)
     return {"groups": groups}

@@ -521,11 +521,12 @@ async def handle_describe_groups(broker: GroupServices, ctx: RequestContext, req
             groups.append(_group_denied(group_id, ctx))
             continue
         g = service.core.describe_group(group_id)
-        g["authorized_operations"] = authz.operations(
-            ctx, ResourceType.GROUP, group_id, asked_ops)
         if ctx.api_version >= 6 and g["error_code"] == E.NONE and g["group_state"] == "Dead":
             g["error_code"] = CE.GROUP_ID_NOT_FOUND
             g["error_message"] = f"Group {group_id} not found."
+        # KIP-430: for the groups answered without an error (Kafka's KafkaApis)
+        g["authorized_operations"] = authz.operations(
+            ctx, ResourceType.GROUP, group_id, asked_ops and g["error_code"] == E.NONE)
         groups.append(g)
     return {"groups": groups}
 

@@ -1,4 +1,7 @@
-"""DescribeLogDirs: which partitions live in which log dir, and their sizes."""
+"""DescribeLogDirs: which partitions live in which log dir, and their sizes.
+
+v4 (KIP-827) adds each dir's total and usable bytes; v5 adds `is_cordoned`
+(KIP-1066), always false: odradek has no cordoned dirs."""
 
 from __future__ import annotations
 

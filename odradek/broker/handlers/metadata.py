@@ -20,10 +20,13 @@ ZERO_UUID = uuid.UUID(int=0)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-def brokers_for(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
+def brokers_for(image: MetadataImage, listener: str,
+                include_fenced: bool = False) -> list[dict[str, Any]]:
+    """The registered brokers' endpoints on `listener`: the unfenced ones, and
+    the fenced ones too (`is_fenced`) when asked (DescribeCluster v2, KIP-1073)."""
     out = []
     for node_id, b in sorted(image.brokers.items()):
-        if b.fenced:
+        if b.fenced and not include_fenced:
             continue
         ep = next((e for e in b.endpoints if e.listener == listener), None) or (
             b.endpoints[0] if b.endpoints else None
@@ -32,7 +35,7 @@ def brokers_for(image: MetadataImage, listener: str) -> list[dict[str, Any]]:
             continue
         out.append(
             {"node_id": node_id, "broker_id": node_id, "host": ep.host, "port": ep.port,
-             "rack": b.rack}
+             "rack": b.rack, "is_fenced": bool(b.fenced)}
         )
     return out
 
@@ -162,9 +165,14 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
             else:
                 topics.append(error_topic(name, E.UNKNOWN_TOPIC_OR_PARTITION))
         if to_create:
+            # this broker's own num.partitions and default.replication.factor, sent
+            # explicitly as Kafka's AutoTopicCreationManager does (a -1 would take
+            # the active controller's values)
+            partitions = broker.config.get("num.partitions")
+            rf = broker.config.get("default.replication.factor")
             results = await create_topics(
-                broker, [NewTopic(n, -1, -1, {}, {}) for n in to_create], validate_only=False
-            )
+                broker, [NewTopic(n, partitions, rf, {}, {}) for n in to_create],
+                validate_only=False)
             image = broker.image
             for i, entry in enumerate(topics):
                 if len(entry) == 1 and "name" in entry:
@@ -185,11 +193,20 @@ async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: 
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
         "topics": topics,
-        "cluster_authorized_operations": authz.operations(
-            ctx, ResourceType.CLUSTER, "kafka-cluster",
-            bool(getattr(req, "include_cluster_authorized_operations", False))),
+        "cluster_authorized_operations": _metadata_cluster_operations(ctx, req),
         "error_code": 0,
     }
+
+
+def _metadata_cluster_operations(ctx: RequestContext, req: Any) -> int:
+    """Metadata v8-v10 (KIP-430; DescribeCluster took it over in v11): the
+    cluster's authorized operations when asked, 0 without DESCRIBE on the
+    cluster (Kafka's KafkaApis), INT32_MIN when not asked."""
+    if not getattr(req, "include_cluster_authorized_operations", False):
+        return E.AUTHORIZED_OPERATIONS_OMITTED
+    if not authz.cluster_allows(ctx, Op.DESCRIBE):
+        return 0
+    return authz.operations(ctx, ResourceType.CLUSTER, "kafka-cluster", True)
 
 
 async def handle_describe_cluster(
@@ -212,7 +229,8 @@ async def handle_describe_cluster(
         "endpoint_type": 1,
         "cluster_id": broker.cluster_id,
         "controller_id": broker.node_id,
-        "brokers": brokers_for(broker.image, ctx.listener),
+        "brokers": brokers_for(broker.image, ctx.listener,
+                               bool(getattr(req, "include_fenced_brokers", False))),
         "cluster_authorized_operations": authz.operations(
             ctx, ResourceType.CLUSTER, "kafka-cluster",
             bool(getattr(req, "include_cluster_authorized_operations", False))),

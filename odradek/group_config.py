@@ -1,0 +1,112 @@
+"""Group configs (KIP-848): per-group overrides of the consumer-group settings.
+
+A GROUP config resource (ConfigResource type 32) holds a group's overrides of
+`group.consumer.session.timeout.ms` and `group.consumer.heartbeat.interval.ms`,
+under Kafka's group-level names `consumer.session.timeout.ms` and
+`consumer.heartbeat.interval.ms` (Kafka's `GroupConfig`). They are set with
+IncrementalAlterConfigs (or AlterConfigs), stored in the metadata log as
+ConfigRecords of resource type GROUP, and read by the group coordinator at
+each ConsumerGroupHeartbeat of the group: the member's session deadline and
+the heartbeat interval it is given follow the group's value from then on.
+
+Validation is Kafka's `GroupConfig.validate`: only these names; each value an
+int of at least 1, within the broker's `group.consumer.min/max.session.
+timeout.ms` and `group.consumer.min/max.heartbeat.interval.ms`; and the
+session timeout above the heartbeat interval (defaults filling the keys a
+group does not set). The share-group keys (`share.*`) are left out: odradek
+has no share groups yet.
+
+DescribeConfigs of a group lists every group key: its own value (source
+GROUP_CONFIG) or the broker's (DEFAULT_CONFIG), each with itself as its one
+synonym, as Kafka's `ConfigHelper.createGroupConfigEntry` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from odradek.config import BrokerConfig
+from odradek.configdef import (
+    ConfigDef,
+    ConfigError,
+    ConfigSource,
+    ConfigType,
+    Importance,
+    at_least,
+    format_value,
+)
+from odradek.topic_config import ConfigEntry, ConfigSynonym
+
+SESSION_TIMEOUT = "consumer.session.timeout.ms"
+HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
+
+# group key -> (its definition, the broker key that gives its default)
+GROUP_CONFIGS: dict[str, tuple[ConfigDef, str]] = {
+    SESSION_TIMEOUT: (ConfigDef(
+        SESSION_TIMEOUT, ConfigType.INT, 45000,
+        "The timeout to detect client failures when using the consumer group protocol.",
+        Importance.MEDIUM, at_least(1)), "group.consumer.session.timeout.ms"),
+    HEARTBEAT_INTERVAL: (ConfigDef(
+        HEARTBEAT_INTERVAL, ConfigType.INT, 5000,
+        "The heartbeat interval given to the members of a consumer group.",
+        Importance.MEDIUM, at_least(1)), "group.consumer.heartbeat.interval.ms"),
+}
+
+_BOUNDS = {
+    SESSION_TIMEOUT: ("group.consumer.min.session.timeout.ms",
+                      "group.consumer.max.session.timeout.ms"),
+    HEARTBEAT_INTERVAL: ("group.consumer.min.heartbeat.interval.ms",
+                         "group.consumer.max.heartbeat.interval.ms"),
+}
+
+
+def group_values(broker: BrokerConfig, overrides: Mapping[str, str | None]) -> dict[str, int]:
+    """The group's effective settings: its overrides over the broker's values.
+    Raises ConfigError for a value that does not parse."""
+    values: dict[str, int] = {}
+    for name, (definition, broker_key) in GROUP_CONFIGS.items():
+        raw = overrides.get(name)
+        value = broker.get(broker_key) if raw is None else definition.parse(raw)
+        assert isinstance(value, int)
+        values[name] = value
+    return values
+
+
+def validate_group_configs(broker: BrokerConfig,
+                           configs: Mapping[str, str | None]) -> str | None:
+    """A GROUP resource's new configs: the message for INVALID_CONFIG, or None."""
+    for name in configs:
+        if name not in GROUP_CONFIGS:
+            return f"Unknown group config name: {name}"
+    try:
+        values = group_values(broker, configs)
+    except ConfigError as e:
+        return e.message
+    for name, (low_key, high_key) in _BOUNDS.items():
+        if values[name] < broker.get(low_key):
+            return f"{name} must be greater than or equal to {low_key}"
+        if values[name] > broker.get(high_key):
+            return f"{name} must be less than or equal to {high_key}"
+    if values[SESSION_TIMEOUT] <= values[HEARTBEAT_INTERVAL]:
+        return f"{SESSION_TIMEOUT} must be greater than {HEARTBEAT_INTERVAL}"
+    return None
+
+
+def describe_group_config(broker: BrokerConfig,
+                          overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """Every group key of one group, sorted by name (DescribeConfigs)."""
+    try:
+        values = group_values(broker, overrides)
+    except ConfigError:  # validated when stored; never fail a describe over it
+        values = group_values(broker, {})
+    entries = []
+    for name in sorted(GROUP_CONFIGS):
+        definition, _ = GROUP_CONFIGS[name]
+        shown = format_value(definition.type, values[name])
+        source = (ConfigSource.GROUP_CONFIG if name in overrides
+                  else ConfigSource.DEFAULT_CONFIG)
+        entries.append(ConfigEntry(
+            name=name, value=shown, source=source, read_only=False, is_sensitive=False,
+            config_type=definition.type, documentation=definition.doc,
+            synonyms=[ConfigSynonym(name, shown, source)]))
+    return entries
