@@ -67,7 +67,14 @@ HANG_TIMEOUT_S = 10.0
 CONNECT_TIMEOUT_S = 10.0
 DEFAULT_RSS_BOUND_MB = 400
 PROBE_CORRELATION = 0x0DDBA11
-LONG_POLL_APIS = frozenset({api.ApiKey.FETCH, api.ApiKey.JOIN_GROUP, api.ApiKey.SYNC_GROUP})
+# APIs that may take longer than HANG_TIMEOUT_S without the broker being stuck: long
+# polls (a Fetch whose max wait became 2**31 ms waits as long in Kafka too), and
+# creations of up to 10,000 partitions (files made off the event loop, answered when
+# done or at the request's timeout_ms, which a mutation may make huge). A timeout of
+# one of these is counted as parked, after checking the broker is alive; the health
+# check every BATCH_FRAMES frames proves its event loop still answers.
+LONG_POLL_APIS = frozenset({api.ApiKey.FETCH, api.ApiKey.JOIN_GROUP, api.ApiKey.SYNC_GROUP,
+                            api.ApiKey.CREATE_TOPICS, api.ApiKey.CREATE_PARTITIONS})
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
 SUSPECT_SAMPLES_PER_API = 5
 

@@ -71,3 +71,41 @@ def test_large_create_topics_keeps_answering(tmp_path, topic_name):
         assert len(md.topics[topic_name].partitions) == PARTITIONS
     finally:
         proc.close()
+
+
+def test_a_creation_past_its_timeout_ms_is_request_timed_out_and_goes_on(tmp_path, topic_name):
+    """Kafka's controller answers REQUEST_TIMED_OUT when a CreateTopics or
+    CreatePartitions outlasts its timeout_ms, and the creation may still complete."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if not (hard == resource.RLIM_INFINITY or hard >= FILES or os.geteuid() == 0):
+        pytest.skip(f"needs an open-files limit of {FILES} (hard limit {hard})")
+    proc = BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log",
+                         wrapper=["prlimit", f"--nofile={FILES}:{FILES}"], ready_timeout_s=60)
+    try:
+        proc.start()
+        from confluent_kafka import KafkaError, KafkaException
+        from confluent_kafka.admin import NewPartitions, NewTopic
+
+        admin = ck_admin(proc.bootstrap, **{"socket.timeout.ms": 180_000})
+        [f] = admin.create_topics([NewTopic(topic_name, 1, 1)]).values()
+        f.result(timeout=60)
+        started = time.monotonic()
+        [f] = admin.create_partitions([NewPartitions(topic_name, 3001)],
+                                      operation_timeout=0.05, request_timeout=180).values()
+        with pytest.raises(KafkaException) as e:
+            f.result(timeout=120)
+        assert e.value.args[0].code() == KafkaError.REQUEST_TIMED_OUT, e.value
+        assert "timeout_ms=50" in e.value.args[0].str()
+        answered = time.monotonic() - started
+
+        def partitions() -> int:
+            return len(admin.list_topics(topic_name, timeout=30).topics[topic_name].partitions)
+
+        deadline = time.monotonic() + 180
+        while partitions() < 3001:
+            assert time.monotonic() < deadline, "the creation did not go on"
+            time.sleep(0.5)
+        print(f"REQUEST_TIMED_OUT after {answered:.2f} s; 3,000 partitions added after "
+              f"{time.monotonic() - started:.1f} s")
+    finally:
+        proc.close()

@@ -62,7 +62,7 @@ def _blob_and_count(records: list[Record]) -> tuple[bytes, int]:
     return batch[BATCH_OVERHEAD:header.size], header.records_count
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records)
 def test_well_formed_batches_give_the_same_keyless_records(records: list[Record]) -> None:
     blob, count = _blob_and_count(records)
@@ -78,7 +78,7 @@ _hostile_varints = st.sampled_from([
 ])
 
 
-@settings(max_examples=3000, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=3000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_records, st.data())
 def test_mutated_blobs_get_the_python_walks_answer(records: list[Record], data: st.DataObject) -> None:
     blob, count = _blob_and_count(records)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from ...metadata.controller import Admit, NewTopic, Result
@@ -15,6 +16,26 @@ from ..services import AdminServices
 from . import authz
 
 ZERO_UUID = uuid.UUID(int=0)
+
+
+async def _within_timeout(
+    work: Awaitable[dict[str, Result]], timeout: Any, names: Sequence[str], what: str,
+) -> dict[str, Result]:
+    """`work`'s results, or REQUEST_TIMED_OUT for `names` once the request's timeout_ms
+    has passed (Kafka: the controller's deadline). The work goes on to the end either
+    way: the topics may still be created, as Kafka's message says."""
+    task = asyncio.ensure_future(work)
+    # kio reads the request's timeout_ms as a timedelta
+    timeout_ms = int(timeout.total_seconds() * 1000) if hasattr(timeout, "total_seconds") \
+        else int(timeout)
+    if timeout_ms <= 0:
+        return await task
+    try:
+        return await asyncio.wait_for(asyncio.shield(task), timeout_ms / 1000)
+    except TimeoutError:
+        message = (f"{what} did not complete within the request's timeout_ms={timeout_ms}; "
+                   "it goes on and may still complete")
+        return {name: Result(E.REQUEST_TIMED_OUT, message) for name in names}
 
 
 def _admit(ctx: RequestContext) -> Admit | None:
@@ -58,9 +79,10 @@ async def handle_create_topics(broker: AdminServices, ctx: RequestContext, req: 
          else broker.config.get("default.replication.factor"),
          list(t.assignments.values()) or None)
         for t in new_topics if t.name in creatable])
-    results = await create_topics(
-        broker, [t for t in new_topics if t.name in creatable and t.name not in over_budget],
-        req.validate_only, _admit(ctx))
+    wanted = [t for t in new_topics if t.name in creatable and t.name not in over_budget]
+    results = await _within_timeout(
+        create_topics(broker, wanted, req.validate_only, _admit(ctx)), req.timeout,
+        [t.name for t in wanted], "creating the topic")
     results.update(over_budget)
     for t in new_topics:
         if t.name not in creatable:
@@ -202,13 +224,19 @@ async def handle_create_partitions(
             rf = len(topic.partitions[0].replicas) if topic.partitions else 1
             growth.append((name, count - len(topic.partitions), rf, assignments))
     over_budget = _over_fd_budget(broker, growth)
-    async with broker.metadata_lock:
-        image = broker.image
-        results, records = broker.controller.create_partitions(
-            image, [r for r in requests if r[0] in alterable and r[0] not in over_budget],
-            req.validate_only, _admit(ctx))
-        await commit_with_logs(broker.node_id, broker.replica_manager, image, records,
-                               broker.quorum.commit)
+    wanted = [r for r in requests if r[0] in alterable and r[0] not in over_budget]
+
+    async def create() -> dict[str, Result]:
+        async with broker.metadata_lock:
+            image = broker.image
+            results, records = broker.controller.create_partitions(
+                image, wanted, req.validate_only, _admit(ctx))
+            await commit_with_logs(broker.node_id, broker.replica_manager, image, records,
+                                   broker.quorum.commit)
+        return results
+
+    results = await _within_timeout(create(), req.timeout, [r[0] for r in wanted],
+                                    "creating the partitions")
     results.update(over_budget)
     for name, _, _ in requests:
         if name not in alterable:
