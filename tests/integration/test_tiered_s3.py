@@ -49,6 +49,13 @@ def test_copy_read_and_delete_on_s3(broker_factory, topic_name, s3_server):  # n
                desc="copies settled")
 
     fs = s3_server.fs()
+
+    def settled() -> bool:  # a copy in flight has its .log but not yet its marker
+        found = fs.find(prefix)
+        return sum(p.endswith(".metadata") for p in found) >= sum(
+            p.endswith(".log") for p in found)
+
+    wait_until(settled, timeout=30, desc="every uploaded .log has its marker")
     objects = fs.find(prefix)
     logs = sorted(p for p in objects if p.endswith(".log"))
     assert logs
