@@ -78,11 +78,11 @@ class ReplicaManager:
         # Topics that went away.
         for tid, topic in old.topics_by_id.items():
             if tid not in new.topics_by_id:
-                for p in topic.partitions:
-                    part = self.partitions.pop((topic.name, p), None)
-                    if part is not None:
-                        self.log_manager.delete(topic.name, p)
-                        self.purgatory.notify((topic.name, p))
+                gone = [(topic.name, p) for p in topic.partitions
+                        if self.partitions.pop((topic.name, p), None) is not None]
+                self.log_manager.delete_many(gone)  # one dir fsync, files removed off the loop
+                for key in gone:
+                    self.purgatory.notify(key)
                 log.info("deleted topic %s (%s)", topic.name, tid)
         # Topics and partitions that appeared or changed.
         changed_configs = {

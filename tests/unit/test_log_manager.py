@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 
@@ -112,8 +113,24 @@ def test_delete_removes_the_log_dir(tmp_path: Path) -> None:
     _produce(manager, "gone", 0)
     manager.delete("gone", 0)
     assert manager.get("gone", 0) is None
-    assert [p.name for p in (tmp_path / "d1").iterdir()] == ["meta.properties"]
+    # at once: no dir of that name (renamed to ...-delete); soon: removed off the caller
+    names = [p.name for p in (tmp_path / "d1").iterdir()]
+    assert "gone-0" not in names and "meta.properties" in names
+    deadline = time.monotonic() + 10
+    while [p.name for p in (tmp_path / "d1").iterdir()] != ["meta.properties"]:
+        assert time.monotonic() < deadline, list((tmp_path / "d1").iterdir())
+        time.sleep(0.01)
     manager.delete("gone", 0)  # idempotent
+
+
+def test_delete_many_renames_every_log_at_once(tmp_path: Path) -> None:
+    manager = _manager([tmp_path / "d1"])
+    for p in range(3):
+        _produce(manager, "many", p)
+    manager.delete_many([("many", p) for p in range(3)])
+    assert all(manager.get("many", p) is None for p in range(3))
+    left = [p.name for p in (tmp_path / "d1").iterdir()]
+    assert not any(n in left for n in ("many-0", "many-1", "many-2"))
 
 
 def test_parse_log_dir_name() -> None:
