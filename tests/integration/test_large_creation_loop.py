@@ -26,6 +26,23 @@ MAX_DELETE_STALL_S = 5.0
 FILES = 16_000  # 3 per partition, and room
 
 
+def _start_pinger(bootstrap: str, gaps: list[float], stop: threading.Event) -> threading.Thread:
+    """ApiVersions on one connection every 20 ms until `stop`; each wait into `gaps`."""
+    def ping() -> None:
+        with Wire(bootstrap) as w:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                sent = time.monotonic()
+                assert api_versions_v0(w, n) == (n, 0)
+                gaps.append(time.monotonic() - sent)
+                time.sleep(0.02)
+
+    pinger = threading.Thread(target=ping, daemon=True)
+    pinger.start()
+    return pinger
+
+
 def test_large_create_topics_keeps_answering(tmp_path, topic_name):
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     wrapper: list[str] = []
@@ -39,19 +56,7 @@ def test_large_create_topics_keeps_answering(tmp_path, topic_name):
         proc.start()
         gaps: list[float] = []
         stop = threading.Event()
-
-        def ping() -> None:
-            with Wire(proc.bootstrap) as w:
-                n = 0
-                while not stop.is_set():
-                    n += 1
-                    sent = time.monotonic()
-                    assert api_versions_v0(w, n) == (n, 0)
-                    gaps.append(time.monotonic() - sent)
-                    time.sleep(0.02)
-
-        pinger = threading.Thread(target=ping, daemon=True)
-        pinger.start()
+        pinger = _start_pinger(proc.bootstrap, gaps, stop)
         from confluent_kafka.admin import NewTopic
 
         admin = ck_admin(proc.bootstrap, **{"socket.timeout.ms": 180_000})
@@ -132,19 +137,7 @@ def test_deleting_a_large_topic_keeps_answering(tmp_path, topic_name):
         f.result(timeout=240)
         gaps: list[float] = []
         stop = threading.Event()
-
-        def ping() -> None:
-            with Wire(proc.bootstrap) as w:
-                n = 0
-                while not stop.is_set():
-                    n += 1
-                    sent = time.monotonic()
-                    assert api_versions_v0(w, n) == (n, 0)
-                    gaps.append(time.monotonic() - sent)
-                    time.sleep(0.02)
-
-        pinger = threading.Thread(target=ping, daemon=True)
-        pinger.start()
+        pinger = _start_pinger(proc.bootstrap, gaps, stop)
         time.sleep(0.3)
         started = time.monotonic()
         [f] = admin.delete_topics([topic_name], operation_timeout=120,
