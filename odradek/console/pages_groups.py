@@ -1,0 +1,92 @@
+"""The consumer group, transaction, producer and ACL pages."""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable
+
+from . import acls, groups, topics, transactions
+from .client import ConsoleError
+from .pages_topics import confirm, failed
+from .server import Console, Request, Response, redirect
+
+
+def groups_page(console: Console, req: Request) -> Response:
+    try:
+        rows = groups.groups(console.clients)
+    except ConsoleError as e:
+        return failed(console, "Consumer groups", str(e))
+    return console.render("groups.html", title="Consumer groups", rows=rows)
+
+
+def group_page(console: Console, req: Request, group_id: str) -> Response:
+    try:
+        detail = groups.group(console.clients, group_id)
+    except ConsoleError as e:
+        return failed(console, f"Group {group_id}", str(e))
+    points, top = groups.chart_points(detail.lag_history)
+    return console.render("group.html", title=f"Group {group_id}", g=detail, points=points,
+                          top=top, done=req.arg("done"), resets=groups.RESETS)
+
+
+def reset_group(console: Console, req: Request, group_id: str) -> Response:
+    to, value = req.arg("to"), req.arg("value")
+    try:
+        detail = groups.group(console.clients, group_id)
+        if not detail.inactive:
+            raise ConsoleError(f"group {group_id} is {detail.state}: its offsets can only be "
+                               "reset while it has no members")
+        new = groups.new_offsets(console.clients, detail, to, value)
+    except (ConsoleError, ValueError) as e:
+        return failed(console, f"Group {group_id}", str(e), 409)
+    if req.form.get("confirmed") != "yes":
+        shown = "; ".join(f"{t}-{p}: {o}" for (t, p), o in sorted(new.items()))
+        return confirm(console, req, f"Reset the offsets of {group_id}",
+                       f"Set the committed offsets of group {group_id} to {shown or 'nothing'}?",
+                       danger=True)
+    try:
+        groups.reset(console.clients, group_id, new)
+    except ConsoleError as e:
+        return failed(console, f"Group {group_id}", str(e), 409)
+    return redirect(f"/groups/{urllib.parse.quote(group_id, safe='')}?done=offsets+reset")
+
+
+def transactions_page(console: Console, req: Request) -> Response:
+    try:
+        rows = transactions.transactions(console.clients)
+    except (ConsoleError, OSError) as e:
+        return failed(console, "Transactions", str(e))
+    return console.render("transactions.html", title="Transactions", rows=rows)
+
+
+def producers_page(console: Console, req: Request, name: str) -> Response:
+    try:
+        leaders = {p.id: p.leader for p in topics.partitions(console.clients, name)}
+        rows = transactions.producers(console.clients, name, leaders)
+    except (ConsoleError, OSError) as e:
+        return failed(console, f"Producers of {name}", str(e))
+    return console.render("producers.html", title=f"Producers of {name}", topic=name,
+                          rows=rows)
+
+
+def acls_page(console: Console, req: Request) -> Response:
+    try:
+        rows = acls.acls(console.clients)
+    except (ConsoleError, OSError) as e:
+        return failed(console, "ACLs", str(e))
+    return console.render("acls.html", title="ACLs", rows=rows)
+
+
+PAGES: list[tuple[str, str, Callable[..., Response]]] = [
+    ("GET", "/groups", groups_page),
+    ("GET", r"/groups/([^/]+)", group_page),
+    ("POST", r"/groups/([^/]+)/reset", reset_group),
+    ("GET", "/transactions", transactions_page),
+    ("GET", r"/topics/([^/]+)/producers", producers_page),
+    ("GET", "/acls", acls_page),
+]
+
+
+def register(console: Console) -> None:
+    for method, path, handler in PAGES:
+        console.route(method, path, handler)
