@@ -46,7 +46,8 @@ class Page:
     error: str | None = None
 
 
-def show(data: bytes | None, fmt: str) -> Shown:
+def show(data: bytes | None, fmt: str, quiet: bool = False) -> Shown:
+    """`data` as `fmt`; a key or header (`quiet`) that is not JSON is text, unremarked."""
     if data is None:
         return Shown(None, 0)
     cut = data[:MAX_SHOWN_BYTES]
@@ -61,7 +62,7 @@ def show(data: bytes | None, fmt: str) -> Shown:
             return Shown(json.dumps(json.loads(decoded), indent=2, ensure_ascii=False),
                          len(data))
         except ValueError:
-            return Shown(decoded, len(data), note="not JSON; shown as text")
+            return Shown(decoded, len(data), note=None if quiet else "not JSON; shown as text")
     return Shown(decoded, len(data), truncated)
 
 
@@ -133,8 +134,8 @@ def _poll(clients: Clients, consumer: Any, tp: Any, high: int, limit: int,
                 raise ConsoleError(f"cannot read {tp.topic}-{tp.partition}: {text(msg.error())}")
             _kind, ts = msg.timestamp()
             records.append(Record(
-                msg.offset(), _timestamp(ts), show(msg.key(), fmt), show(msg.value(), fmt),
-                [(k, show(v, fmt)) for k, v in (msg.headers() or [])]))
+                msg.offset(), _timestamp(ts), show(msg.key(), fmt, True), show(msg.value(), fmt),
+                [(k, show(v, fmt, True)) for k, v in (msg.headers() or [])]))
         if records and records[-1].offset >= high - 1:
             break  # the end as it was when the page was asked for
     return records[:limit]

@@ -74,9 +74,9 @@ def _call(what: str, future: Any, timeout: float) -> Any:
         raise ConsoleError(f"{what}: {text(e)}") from None
 
 
-def _metadata(clients: Clients, topic: str | None = None) -> Any:
+def _metadata(clients: Clients) -> Any:
     try:
-        return clients.admin.list_topics(topic, timeout=clients.timeout_s)
+        return clients.admin.list_topics(timeout=clients.timeout_s)
     except FAILURES as e:
         raise ConsoleError(f"cannot read the metadata from {clients.bootstrap}: {text(e)}"
                            ) from None
@@ -109,7 +109,9 @@ def topics(clients: Clients, query: str = "") -> list[TopicRow]:
 
 
 def partitions(clients: Clients, name: str) -> list[PartitionRow]:
-    md = _metadata(clients, name)
+    # All topics' metadata, not the topic's: a Metadata request naming a topic that does
+    # not exist creates it on a broker with auto.create.topics.enable.
+    md = _metadata(clients)
     t = md.topics.get(name)
     if t is None or (t.error is not None and not t.partitions):
         why = text(t.error) if t is not None and t.error is not None else "no such topic"
