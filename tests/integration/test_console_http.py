@@ -1,0 +1,128 @@
+"""The web console over plain HTTP (no browser): against a SASL cluster with an
+authorizer it logs in as its --command-config user and shows only what that user may
+describe; with --metrics-url it shows a broker's Prometheus numbers."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.broker_proc import HOST, BrokerProcess, free_port
+from tests.integration.clients import create_topic
+from tests.integration.console_proc import ConsoleProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
+
+STANDARD = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+SERVER_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+               'username="admin" password="admin-secret" user_admin="admin-secret" '
+               'user_alice="alice-secret";')
+
+
+def _client_props(path: Path, user: str, password: str) -> Path:
+    jaas = (f'org.apache.kafka.common.security.plain.PlainLoginModule required '
+            f'username="{user}" password="{password}";')
+    path.write_text(f"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
+                    f"sasl.jaas.config={jaas}\n", encoding="utf-8")
+    return path
+
+
+def _get(console: ConsoleProcess, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(console.url + path, timeout=60) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+@pytest.fixture
+def secured(tmp_path: Path) -> Iterator[BrokerProcess]:
+    port = free_port()
+    proc = BrokerProcess(port=port, data_dir=tmp_path / "data", log_path=tmp_path / "b.log",
+                         overrides={
+        "listeners": f"SASL_PLAINTEXT://{HOST}:{port}",
+        "security.inter.broker.protocol": "SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN", "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": SERVER_JAAS,
+        "authorizer.class.name": STANDARD, "super.users": "User:admin"})
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.close()
+
+
+def test_console_shows_what_its_user_may_see(secured: BrokerProcess, tmp_path: Path) -> None:
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    tag = uuid.uuid4().hex[:8]
+    visible, hidden = f"visible-{tag}", f"hidden-{tag}"
+    admin = AdminClient({"bootstrap.servers": secured.bootstrap,
+                         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN",
+                         "sasl.username": "admin", "sasl.password": "admin-secret"})
+    for f in admin.create_topics([NewTopic(visible, 1, 1), NewTopic(hidden, 1, 1)],
+                                 operation_timeout=30).values():
+        f.result(30)
+    for f in admin.create_acls([AclBinding(
+            ResourceType.TOPIC, visible, ResourcePatternType.LITERAL, "User:alice", "*",
+            AclOperation.DESCRIBE, AclPermissionType.ALLOW)], request_timeout=30).values():
+        f.result(30)
+
+    alice = ConsoleProcess(secured.bootstrap, tmp_path / "alice.log", "--command-config",
+                           str(_client_props(tmp_path / "alice.properties", "alice",
+                                             "alice-secret")))
+    admin_console = ConsoleProcess(secured.bootstrap, tmp_path / "admin.log",
+                                   "--command-config",
+                                   str(_client_props(tmp_path / "admin.properties", "admin",
+                                                     "admin-secret")))
+    try:
+        status, page = _get(alice, "/topics")
+        assert status == 200 and visible in page and hidden not in page
+        assert "as alice" in page
+        status, page = _get(alice, f"/topics/{visible}")
+        assert status == 200 and 'id="partitions"' in page
+        assert "cannot describe the configs" in page  # no DescribeConfigs for alice
+        assert _get(alice, f"/topics/{hidden}")[0] == 404
+        status, page = _get(alice, "/acls")  # only a super user (or Describe on the cluster)
+        assert status != 200 and "DescribeAcls" in page
+        # the super user sees both topics and alice's ACL
+        status, page = _get(admin_console, "/topics")
+        assert visible in page and hidden in page
+        status, page = _get(admin_console, "/acls")
+        assert status == 200 and "User:alice" in page and visible in page
+    finally:
+        alice.close()
+        admin_console.close()
+
+
+def test_metrics_page_reads_the_broker_endpoint(tmp_path: Path) -> None:
+    metrics_port = free_port()
+    broker = BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "b.log",
+                           overrides={"odradek.metrics.port": str(metrics_port)}).start()
+    console = None
+    try:
+        create_topic(broker.bootstrap, f"m-{uuid.uuid4().hex[:8]}", 2)
+        console = ConsoleProcess(broker.bootstrap, tmp_path / "c.log", "--metrics-url",
+                                 f"http://{HOST}:{metrics_port}/metrics", "--metrics-url",
+                                 f"http://{HOST}:{free_port()}/metrics")
+        status, page = _get(console, "/metrics")
+        assert status == 200
+        assert "<td>CREATE_TOPICS</td>" in page and "<dt>partitions</dt><dd>2</dd>" in page
+        assert page.count('class="error"') == 1  # the second URL: nothing listens there
+    finally:
+        if console is not None:
+            console.close()
+        broker.close()
