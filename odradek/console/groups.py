@@ -159,16 +159,16 @@ def reset(clients: Clients, group_id: str, offsets: dict[tuple[str, int], int]) 
 
 
 def chart_points(history: list[tuple[float, int]], width: int = 480, height: int = 120
-                 ) -> tuple[str, int]:
-    """An SVG polyline's points for the lag history, and the top of its scale."""
+                 ) -> tuple[list[tuple[float, float]], int]:
+    """The lag history as SVG points (x right, y down), and the top of its scale."""
     if not history:
-        return "", 0
+        return [], 0
     top = max(max(lag for _, lag in history), 1)
     t0, t1 = history[0][0], history[-1][0]
     span = max(t1 - t0, 1e-9)
-    points = []
+    points: list[tuple[float, float]] = []
     for t, lag in history:
         x = 0.0 if len(history) == 1 else (t - t0) / span * width
         y = height - lag / top * height
-        points.append(f"{x:.1f},{y:.1f}")
-    return " ".join(points), top
+        points.append((round(x, 1), round(y, 1)))
+    return points, top
