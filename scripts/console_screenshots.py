@@ -19,11 +19,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from confluent_kafka import Producer, TopicPartition  # noqa: E402
+from confluent_kafka import Producer, TopicPartition
 
-from tests.integration.broker_proc import BrokerProcess, free_port  # noqa: E402
-from tests.integration.clients import Out, ck_consumer, ck_produce, create_topic  # noqa: E402
-from tests.integration.console_proc import ConsoleProcess, chrome  # noqa: E402
+from tests.integration.broker_proc import BrokerProcess, free_port
+from tests.integration.clients import Out, ck_consumer, ck_produce, create_topic
+from tests.integration.console_proc import ConsoleProcess, chrome
 
 
 def seed(bootstrap: str) -> None:
