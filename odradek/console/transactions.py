@@ -58,6 +58,9 @@ def transactions(clients: Clients) -> list[Transaction]:
         try:
             resp = conn.call(api.ApiKey.LIST_TRANSACTIONS, {
                 "state_filters": [], "producer_id_filters": [], "duration_filter": -1})
+        except OSError as e:  # a broker without ListTransactions v1 hangs up
+            raise ConsoleError(f"ListTransactions v1 on broker {node_id} ({address}): {e} "
+                               "(does the broker support it?)") from None
         finally:
             conn.close()
         if resp.error_code.value:

@@ -14,6 +14,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 
@@ -103,7 +104,8 @@ def test_cluster_page_lists_the_broker(broker: BrokerProcess, console: ConsolePr
 
 
 def test_click_through_a_topic_to_its_records(broker: BrokerProcess, console: ConsoleProcess,
-                                              browser: Any, topic_name: str) -> None:
+                                              browser: Any, topic_name: str,
+                                              broker_kind: str) -> None:
     create_topic(broker.bootstrap, topic_name, 2)
     ck_produce(broker.bootstrap, topic_name, [
         Out(SCRIPT_VALUE.encode(), b"<b>key</b>", [("h<i>", b"<svg onload=alert(2)>")],
@@ -116,9 +118,12 @@ def test_click_through_a_topic_to_its_records(broker: BrokerProcess, console: Co
     _click(browser, "LINK_TEXT", topic_name)
     assert browser.find_element(_by("TAG_NAME"), "h1").text == f"Topic {topic_name}"
     parts = _cells(browser, "partitions")
-    assert [(r[0], r[4], r[5]) for r in parts] == [("0", "0", "3"), ("1", "0", "0")]
-    configs = {r[0]: r for r in _cells(browser, "configs")}
-    assert "retention.ms" in configs and configs["retention.ms"][2]
+    assert [(r[0], r[4]) for r in parts] == [("0", "0"), ("1", "0")]
+    if broker_kind == "odradek":  # tansu answers ListOffsets(latest) below the end
+        assert [r[5] for r in parts] == ["3", "0"]
+    if broker_kind == "odradek":  # tansu describes no default configs
+        configs = {r[0]: r for r in _cells(browser, "configs")}
+        assert "retention.ms" in configs and configs["retention.ms"][2] == "default config"
     _click(browser, "ID", "browse")
     rows = _cells(browser, "records")
     assert [r[0] for r in rows] == ["0", "1", "2"]
@@ -136,6 +141,8 @@ def test_click_through_a_topic_to_its_records(broker: BrokerProcess, console: Co
     _select(browser, "format", "hex")
     _click(browser, "ID", "show")
     assert _cells(browser, "records")[2][3].startswith("00 ff 62 69")
+    if broker_kind != "odradek":
+        return  # tansu's ListOffsets (latest, timestamp) answers are off: pages would be too
     # from an offset, then the next page
     _open(browser, console, f"/topics/{topic_name}/messages?partition=0&offset=1&limit=1")
     assert [r[0] for r in _cells(browser, "records")] == ["1"]
@@ -160,7 +167,8 @@ def _confirm(driver: Any, expected: str) -> None:
 
 
 def test_create_change_grow_and_delete_a_topic_through_confirmations(
-        broker: BrokerProcess, console: ConsoleProcess, browser: Any, topic_name: str) -> None:
+        broker: BrokerProcess, console: ConsoleProcess, browser: Any, topic_name: str,
+        broker_kind: str) -> None:
     _open(browser, console, "/topics")
     _click(browser, "ID", "new-topic")
     browser.find_element(_by("ID"), "name").send_keys(topic_name)
@@ -178,12 +186,18 @@ def test_create_change_grow_and_delete_a_topic_through_confirmations(
     _click(browser, "ID", "alter-config")
     _confirm(browser, "Set retention.ms = 123456")
     configs = {r[0]: r for r in _cells(browser, "configs")}
-    assert configs["retention.ms"][1:] == ["123456", "dynamic topic config"]
+    assert configs["retention.ms"][1] == "123456"
+    if broker_kind == "odradek":  # tansu calls every config DEFAULT_CONFIG
+        assert configs["retention.ms"][2] == "dynamic topic config"
 
     _click(browser, "ID", "add-partitions")  # 2 -> 3, the form's default
     _confirm(browser, f"Grow topic {topic_name} to 3 partitions")
-    wait_until(lambda: len(admin.list_topics(topic_name, timeout=10).topics[topic_name]
-                           .partitions) == 3, desc="3 partitions")
+    if broker_kind == "odradek":
+        wait_until(lambda: len(admin.list_topics(topic_name, timeout=10).topics[topic_name]
+                               .partitions) == 3, desc="3 partitions")
+    else:  # tansu has no CreatePartitions: said in words
+        assert "CreatePartitions" in browser.find_element(_by("ID"), "error").text
+        _open(browser, console, f"/topics/{topic_name}")
 
     _click(browser, "ID", "delete")
     _confirm(browser, f"Delete topic {topic_name}")
@@ -209,14 +223,18 @@ def test_produce_a_test_record(broker: BrokerProcess, console: ConsoleProcess, b
     assert row[4] == "source: console"
 
 
-def _group_lag(browser: Any, console: ConsoleProcess, group: str) -> tuple[str, list[str]]:
-    _open(browser, console, f"/groups/{urllib.parse.quote(group)}")
-    lags = [r[4] for r in _cells(browser, "offsets")]
-    return browser.find_element(_by("ID"), "total-lag").text, lags
+def _offsets(browser: Any) -> tuple[str, list[tuple[str, str]]]:
+    """The total lag, and (committed, lag) of each partition."""
+    rows = [(r[2], r[4]) for r in _cells(browser, "offsets")]
+    return browser.find_element(_by("ID"), "total-lag").text, rows
 
 
 def test_group_lag_changes_after_a_commit_and_reset(
-        broker: BrokerProcess, console: ConsoleProcess, browser: Any, topic_name: str) -> None:
+        broker: BrokerProcess, console: ConsoleProcess, browser: Any, topic_name: str,
+        broker_kind: str) -> None:
+    # tansu answers ListOffsets(latest) below the log end: its lag is checked only where it
+    # is 0 either way; the committed offsets are checked on both
+    odradek = broker_kind == "odradek"
     from confluent_kafka import TopicPartition
 
     create_topic(broker.bootstrap, topic_name, 1)
@@ -229,7 +247,7 @@ def test_group_lag_changes_after_a_commit_and_reset(
         consumer.close()
     _open(browser, console, "/groups")
     _click(browser, "LINK_TEXT", group)
-    assert browser.find_element(_by("ID"), "total-lag").text == "6"
+    assert _offsets(browser) == (("6", [("4", "6")]) if odradek else (ANY, [("4", ANY)]))
     assert browser.find_element(_by("ID"), "state").text == "Empty"
 
     consumer = ck_consumer(broker.bootstrap, **{"group.id": group})
@@ -237,18 +255,20 @@ def test_group_lag_changes_after_a_commit_and_reset(
         consumer.commit(offsets=[TopicPartition(topic_name, 0, 9)], asynchronous=False)
     finally:
         consumer.close()
-    assert _group_lag(browser, console, group) == ("1", ["1"])
+    _open(browser, console, f"/groups/{urllib.parse.quote(group)}")
+    assert _offsets(browser) == (("1", [("9", "1")]) if odradek else (ANY, [("9", ANY)]))
     assert browser.find_elements(_by("CSS_SELECTOR"), "svg.chart polyline")  # the lag chart
 
     _select(browser, "reset-to", "earliest")
     _click(browser, "ID", "reset")
     _confirm(browser, f"Set the committed offsets of group {group} to {topic_name}-0: 0")
     assert browser.find_element(_by("ID"), "done").text == "offsets reset"
-    assert browser.find_element(_by("ID"), "total-lag").text == "10"
+    assert _offsets(browser) == (("10", [("0", "10")]) if odradek else (ANY, [("0", ANY)]))
 
 
 def test_transactions_page_shows_an_open_transaction(
-        broker: BrokerProcess, console: ConsoleProcess, browser: Any, topic_name: str) -> None:
+        broker: BrokerProcess, console: ConsoleProcess, browser: Any, topic_name: str,
+        broker_kind: str) -> None:
     from confluent_kafka import Producer
 
     create_topic(broker.bootstrap, topic_name, 1)
@@ -260,6 +280,9 @@ def test_transactions_page_shows_an_open_transaction(
     producer.flush(15)
     try:
         _open(browser, console, "/transactions")
+        if broker_kind != "odradek":  # tansu has no ListTransactions: said in words
+            assert "ListTransactions" in browser.find_element(_by("ID"), "error").text
+            return
         rows = {r[0]: r for r in _cells(browser, "transactions")}
         assert rows[f"tx-{topic_name}"][3] == "Ongoing"
         assert rows[f"tx-{topic_name}"][6] == f"{topic_name}-0"
@@ -270,11 +293,15 @@ def test_transactions_page_shows_an_open_transaction(
         producer.abort_transaction(15)
 
 
-def test_other_pages_load(broker: BrokerProcess, console: ConsoleProcess, browser: Any) -> None:
+def test_other_pages_load(broker: BrokerProcess, console: ConsoleProcess, browser: Any,
+                          broker_kind: str) -> None:
     _open(browser, console, "/metrics")
     assert "--metrics-url" in browser.find_element(_by("TAG_NAME"), "main").text
-    _open(browser, console, "/acls")  # no authorizer on this broker: said in words
-    assert "SECURITY_DISABLED" in browser.find_element(_by("ID"), "error").text
+    _open(browser, console, "/acls")
+    if broker_kind == "odradek":  # no authorizer on this broker: said in words
+        assert "SECURITY_DISABLED" in browser.find_element(_by("ID"), "error").text
+    else:  # tansu answers an empty list
+        assert _cells(browser, "acls") == [["no ACLs this user may see"]]
     _open(browser, console, "/topics/no-such-topic-here")
     assert "no-such-topic-here" in browser.find_element(_by("ID"), "error").text
     # looking did not create it (a Metadata request naming it would, on this broker)
