@@ -7,16 +7,13 @@ from collections.abc import Callable
 
 from . import acls, groups, topics, transactions
 from .client import ConsoleError
-from .pages_topics import confirm, failed
+from .pages_topics import confirm, failed, listing
 from .server import Console, Request, Response, redirect
 
 
 def groups_page(console: Console, req: Request) -> Response:
-    try:
-        rows = groups.groups(console.clients)
-    except ConsoleError as e:
-        return failed(console, "Consumer groups", str(e))
-    return console.render("groups.html", title="Consumer groups", rows=rows)
+    return listing(console, "Consumer groups", "groups.html",
+                   lambda: groups.groups(console.clients))
 
 
 def group_page(console: Console, req: Request, group_id: str) -> Response:
@@ -52,29 +49,20 @@ def reset_group(console: Console, req: Request, group_id: str) -> Response:
 
 
 def transactions_page(console: Console, req: Request) -> Response:
-    try:
-        rows = transactions.transactions(console.clients)
-    except (ConsoleError, OSError) as e:
-        return failed(console, "Transactions", str(e))
-    return console.render("transactions.html", title="Transactions", rows=rows)
+    return listing(console, "Transactions", "transactions.html",
+                   lambda: transactions.transactions(console.clients))
 
 
 def producers_page(console: Console, req: Request, name: str) -> Response:
-    try:
+    def fetch() -> list[transactions.Producer]:
         leaders = {p.id: p.leader for p in topics.partitions(console.clients, name)}
-        rows = transactions.producers(console.clients, name, leaders)
-    except (ConsoleError, OSError) as e:
-        return failed(console, f"Producers of {name}", str(e))
-    return console.render("producers.html", title=f"Producers of {name}", topic=name,
-                          rows=rows)
+        return transactions.producers(console.clients, name, leaders)
+
+    return listing(console, f"Producers of {name}", "producers.html", fetch, topic=name)
 
 
 def acls_page(console: Console, req: Request) -> Response:
-    try:
-        rows = acls.acls(console.clients)
-    except (ConsoleError, OSError) as e:
-        return failed(console, "ACLs", str(e))
-    return console.render("acls.html", title="ACLs", rows=rows)
+    return listing(console, "ACLs", "acls.html", lambda: acls.acls(console.clients))
 
 
 PAGES: list[tuple[str, str, Callable[..., Response]]] = [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable
+from typing import Any
 
 from . import messages, topics
 from .client import ConsoleError
@@ -25,6 +26,16 @@ def failed(console: Console, title: str, error: str, status: int = 502) -> Respo
     return console.render("error.html", status, title=title, error=error)
 
 
+def listing(console: Console, title: str, template: str, fetch: Callable[[], Any],
+            name: str = "rows", **context: Any) -> Response:
+    """`template` showing `fetch()`'s answer as `name`, or the page saying why not."""
+    try:
+        data = fetch()
+    except (ConsoleError, OSError) as e:  # OSError: the blocking Connection's failures
+        return failed(console, title, str(e))
+    return console.render(template, title=title, **{name: data}, **context)
+
+
 def _int(req: Request, name: str, default: int | None = None) -> int | None:
     raw = req.arg(name)
     if raw == "":
@@ -36,21 +47,14 @@ def _int(req: Request, name: str, default: int | None = None) -> int | None:
 
 
 def cluster_page(console: Console, req: Request) -> Response:
-    try:
-        info = topics.cluster(console.clients)
-    except ConsoleError as e:
-        return failed(console, "Cluster", str(e))
-    return console.render("cluster.html", title="Cluster", info=info)
+    return listing(console, "Cluster", "cluster.html", lambda: topics.cluster(console.clients),
+                   name="info")
 
 
 def topics_page(console: Console, req: Request) -> Response:
     query = req.arg("q")
-    try:
-        rows = topics.topics(console.clients, query)
-    except ConsoleError as e:
-        return failed(console, "Topics", str(e))
-    return console.render("topics.html", title="Topics", rows=rows, q=query,
-                          done=req.arg("done"))
+    return listing(console, "Topics", "topics.html",
+                   lambda: topics.topics(console.clients, query), q=query, done=req.arg("done"))
 
 
 def new_topic_page(console: Console, req: Request) -> Response:
