@@ -37,6 +37,9 @@ class Clients:
     def settings(self) -> dict[str, Any]:
         return {"bootstrap.servers": self.bootstrap,
                 "socket.timeout.ms": int(self.timeout_s * 1000),
+                # a deleted topic the producer or admin knew must stay deleted: their
+                # metadata refreshes would create it again on an auto-creating broker
+                "allow.auto.create.topics": "false",
                 **client_config.librdkafka_settings(self.config),
                 **options.librdkafka_logging()}
 

@@ -41,6 +41,12 @@ def test_form_helpers() -> None:
         app.parse_listen("9080")
 
 
+def test_clients_never_create_topics() -> None:
+    # a topic deleted through the console must not come back through the console's
+    # own producer or admin client refreshing what they know of it
+    assert Clients("127.0.0.1:1").settings()["allow.auto.create.topics"] == "false"
+
+
 def test_chart_points() -> None:
     assert groups.chart_points([]) == ([], 0)
     points, top = groups.chart_points([(0.0, 10), (1.0, 5), (2.0, 0)], 100, 50)
