@@ -65,7 +65,12 @@ class Clients:
     def consumer(self) -> Any:
         from confluent_kafka import Consumer
 
+        from .messages import FETCH_MAX_BYTES
+
         return Consumer({**self.settings(), "group.id": "odradek-console-browser",
+                         "fetch.max.bytes": FETCH_MAX_BYTES,
+                         "max.partition.fetch.bytes": FETCH_MAX_BYTES,
+                         "queued.max.messages.kbytes": FETCH_MAX_BYTES // 1024,
                          "enable.auto.commit": False, "enable.auto.offset.store": False,
                          "auto.offset.reset": "earliest", "client.id": "odradek-console"})
 

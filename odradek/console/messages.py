@@ -14,6 +14,8 @@ from typing import Any
 from .client import FAILURES, Clients, ConsoleError, text
 
 MAX_RECORDS = 200  # a page never asks for more
+MAX_PAGE_BYTES = 16 * 1024 * 1024  # nor reads more: a page stops at the record past this
+FETCH_MAX_BYTES = 4 * 1024 * 1024  # the consumer's per-request and per-partition budget
 DEFAULT_RECORDS = 20
 MAX_SHOWN_BYTES = 4096  # of a key, value or header value
 FORMATS = ("text", "json", "hex")
@@ -124,8 +126,9 @@ def _poll(clients: Clients, consumer: Any, tp: Any, high: int, limit: int,
           fmt: str) -> list[Record]:
     consumer.assign([tp])
     records: list[Record] = []
+    read = 0
     deadline = time.monotonic() + clients.timeout_s
-    while len(records) < limit and time.monotonic() < deadline:
+    while len(records) < limit and time.monotonic() < deadline and read < MAX_PAGE_BYTES:
         msgs = consumer.consume(num_messages=limit - len(records), timeout=0.5)
         for msg in msgs:
             if msg.error():
@@ -133,6 +136,7 @@ def _poll(clients: Clients, consumer: Any, tp: Any, high: int, limit: int,
                     return records
                 raise ConsoleError(f"cannot read {tp.topic}-{tp.partition}: {text(msg.error())}")
             _kind, ts = msg.timestamp()
+            read += len(msg.value() or b"") + len(msg.key() or b"")
             records.append(Record(
                 msg.offset(), _timestamp(ts), show(msg.key(), fmt, True), show(msg.value(), fmt),
                 [(k, show(v, fmt, True)) for k, v in (msg.headers() or [])]))

@@ -13,6 +13,7 @@ from .client import ConsoleError
 from .server import Console, Request, Response, redirect
 
 TOPIC = r"/topics/([^/]+)"
+FOLLOW_S = 2  # a followed partition's page reloads this often
 
 
 def confirm(console: Console, req: Request, title: str, what: str,
@@ -142,22 +143,24 @@ def add_partitions(console: Console, req: Request, name: str) -> Response:
 def messages_page(console: Console, req: Request, name: str) -> Response:
     fmt = req.arg("format", "text")
     fmt = fmt if fmt in messages.FORMATS else "text"
-    form = {"partition": req.arg("partition", "0"), "offset": req.arg("offset"),
-            "timestamp": req.arg("timestamp"), "limit": req.arg("limit"), "format": fmt}
+    follow = req.arg("follow") == "1"  # the last records, the page reloading itself
+    stamp = "" if follow else req.arg("timestamp")
+    form = {"partition": req.arg("partition", "0"), "offset": "" if follow else req.arg("offset"),
+            "timestamp": stamp, "limit": req.arg("limit"), "format": fmt, "follow": follow}
     page, error = None, None
     try:
         partition = _int(req, "partition", 0) or 0
         limit = _int(req, "limit", messages.DEFAULT_RECORDS) or messages.DEFAULT_RECORDS
-        stamp = req.arg("timestamp")
         page = messages.browse(
-            console.clients, name, partition, offset=_int(req, "offset"),
+            console.clients, name, partition,
+            offset=None if follow else _int(req, "offset"),
             timestamp_ms=messages.parse_timestamp(stamp) if stamp else None,
             limit=limit, fmt=fmt)
     except (ConsoleError, ValueError) as e:
         error = str(e)
     return console.render("messages.html", title=f"Messages of {name}", topic=name,
                           page=page, error=error, form=form, formats=messages.FORMATS,
-                          max_records=messages.MAX_RECORDS)
+                          max_records=messages.MAX_RECORDS, follow_s=FOLLOW_S)
 
 
 def produce_page(console: Console, req: Request, name: str) -> Response:
