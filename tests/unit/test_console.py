@@ -94,8 +94,8 @@ def test_templates_escape_record_data() -> None:
     page = messages.Page([record], 0, 1, 0, None)
     body = console.render("messages.html", title=EVIL, topic=EVIL, page=page, error=EVIL,
                           form={"partition": EVIL, "offset": "", "timestamp": "", "limit": "",
-                                "format": "text"},
-                          formats=messages.FORMATS, max_records=5).body.decode()
+                                "format": "text", "follow": False},
+                          formats=messages.FORMATS, max_records=5, follow_s=2).body.decode()
     assert "<script>" not in body and body.count("&lt;script&gt;") >= 6
     body = console.render("confirm.html", title="t", what=EVIL, action="/x",
                           fields={EVIL: EVIL}, danger=True).body.decode()
