@@ -76,6 +76,9 @@ def groups(clients: Clients) -> list[GroupRow]:
         result = clients.admin.list_consumer_groups(request_timeout=clients.timeout_s).result()
     except FAILURES as e:
         raise ConsoleError(f"cannot list the groups: {text(e)}") from None
+    if result.errors and not result.valid:  # no broker answered
+        raise ConsoleError("cannot list the groups: "
+                           + "; ".join(text(e) for e in result.errors))
     rows = [GroupRow(g.group_id, cli_groups._state_name(g.state),
                      getattr(getattr(g, "type", None), "name", "-").lower())
             for g in result.valid or []]

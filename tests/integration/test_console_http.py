@@ -126,3 +126,15 @@ def test_metrics_page_reads_the_broker_endpoint(tmp_path: Path) -> None:
         if console is not None:
             console.close()
         broker.close()
+
+
+def test_no_broker_is_said_in_words(tmp_path: Path) -> None:
+    console = ConsoleProcess(f"{HOST}:{free_port()}", tmp_path / "c.log", "--timeout", "2")
+    try:
+        for path in ("/", "/topics", "/groups", "/transactions"):
+            status, page = _get(console, path)
+            assert status == 502, (path, page)
+            assert 'id="error"' in page
+        assert "%3|" not in console.log()  # librdkafka's own lines are not printed
+    finally:
+        console.close()
