@@ -8,7 +8,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from . import messages, topics
+from . import log_dirs, messages, topics
 from .client import ConsoleError
 from .server import Console, Request, Response, redirect
 
@@ -48,8 +48,14 @@ def _int(req: Request, name: str, default: int | None = None) -> int | None:
 
 
 def cluster_page(console: Console, req: Request) -> Response:
+    dirs: list[log_dirs.LogDir] = []
+    dirs_error = None
+    try:
+        dirs = log_dirs.log_dirs(console.clients)
+    except (ConsoleError, OSError) as e:  # the brokers' list still shows
+        dirs_error = str(e)
     return listing(console, "Cluster", "cluster.html", lambda: topics.cluster(console.clients),
-                   name="info")
+                   name="info", dirs=dirs, dirs_error=dirs_error, human=log_dirs.human)
 
 
 def topics_page(console: Console, req: Request) -> Response:

@@ -99,13 +99,17 @@ def test_the_console_subprocess_runs_this_checkout(console: ConsoleProcess) -> N
 
 
 def test_cluster_page_lists_the_broker(broker: BrokerProcess, console: ConsoleProcess,
-                                       browser: Any) -> None:
+                                       browser: Any, broker_kind: str) -> None:
     _open(browser, console, "/")
     assert browser.title.startswith("Cluster")
     rows = _cells(browser, "brokers")
     assert len(rows) == 1 and rows[0][1] == broker.bootstrap
     assert rows[0][3] == "controller"
     assert browser.find_element(_by("ID"), "controller").text == rows[0][0]
+    if broker_kind == "odradek":  # its one log directory, online, with free space
+        (d,) = _cells(browser, "log-dirs")
+        assert d[0] == rows[0][0] and d[1] == str(broker.data_dir) and d[2] == "online"
+        assert d[5].endswith("iB")
 
 
 def test_click_through_a_topic_to_its_records(broker: BrokerProcess, console: ConsoleProcess,
