@@ -10,6 +10,8 @@ from .client import ConsoleError
 from .pages_topics import confirm, failed, listing
 from .server import Console, Request, Response, redirect
 
+WATCH_S = 5  # a watched group's page reloads this often: a point of the lag chart each time
+
 
 def groups_page(console: Console, req: Request) -> Response:
     return listing(console, "Consumer groups", "groups.html",
@@ -23,7 +25,8 @@ def group_page(console: Console, req: Request, group_id: str) -> Response:
         return failed(console, f"Group {group_id}", str(e))
     points, top = groups.chart_points(detail.lag_history)
     return console.render("group.html", title=f"Group {group_id}", g=detail, points=points,
-                          top=top, done=req.arg("done"), resets=groups.RESETS)
+                          top=top, done=req.arg("done"), resets=groups.RESETS,
+                          watch=req.arg("watch") == "1", watch_s=WATCH_S)
 
 
 def reset_group(console: Console, req: Request, group_id: str) -> Response:

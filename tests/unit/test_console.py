@@ -104,5 +104,5 @@ def test_templates_escape_record_data() -> None:
                                 [groups.Member(EVIL, EVIL, EVIL, [(EVIL, 0)])],
                                 [groups.OffsetRow(EVIL, 0, 1, 2, EVIL)])
     body = console.render("group.html", title=EVIL, g=detail, points=[], top=0, done=EVIL,
-                          resets=groups.RESETS).body.decode()
+                          resets=groups.RESETS, watch=True, watch_s=5).body.decode()
     assert "<script>" not in body
