@@ -65,7 +65,28 @@ def producers_page(console: Console, req: Request, name: str) -> Response:
 
 
 def acls_page(console: Console, req: Request) -> Response:
-    return listing(console, "ACLs", "acls.html", lambda: acls.acls(console.clients))
+    return listing(console, "ACLs", "acls.html", lambda: acls.acls(console.clients),
+                   done=req.arg("done"), types=acls.RESOURCE_TYPES, patterns=acls.PATTERNS,
+                   operations=acls.OPERATIONS, permissions=acls.PERMISSIONS)
+
+
+def change_acl(console: Console, req: Request, action: str) -> Response:
+    try:
+        acl = acls.Acl.from_form(req.form)
+    except ValueError as e:
+        return failed(console, "ACLs", str(e), 400)
+    if req.form.get("confirmed") != "yes":
+        return confirm(console, req, "ACLs", f"{action.title()} the ACL: {acl}?",
+                       danger=action == "remove")
+    try:
+        if action == "add":
+            acls.add(console.clients, acl)
+            done = "added"
+        else:
+            done = f"removed {acls.remove(console.clients, acl)}"
+    except (ConsoleError, OSError) as e:
+        return failed(console, "ACLs", str(e))
+    return redirect(f"/acls?done={urllib.parse.quote(done)}")
 
 
 PAGES: list[tuple[str, str, Callable[..., Response]]] = [
@@ -75,6 +96,7 @@ PAGES: list[tuple[str, str, Callable[..., Response]]] = [
     ("GET", "/transactions", transactions_page),
     ("GET", r"/topics/([^/]+)/producers", producers_page),
     ("GET", "/acls", acls_page),
+    ("POST", "/acls/(add|remove)", change_acl),
 ]
 
 

@@ -5,6 +5,7 @@ describe; with --metrics-url it shows a broker's Prometheus numbers."""
 from __future__ import annotations
 
 import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -35,6 +36,18 @@ def _client_props(path: Path, user: str, password: str) -> Path:
 def _get(console: ConsoleProcess, path: str) -> tuple[int, str]:
     try:
         with urllib.request.urlopen(console.url + path, timeout=60) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def _post(console: ConsoleProcess, path: str, form: dict[str, str]) -> tuple[int, str]:
+    """A form of the console's, with its token, as the browser sends it (redirects
+    followed)."""
+    token = _get(console, "/new-topic")[1].split('name="token" value="')[1].split('"')[0]
+    data = urllib.parse.urlencode({**form, "token": token}).encode()
+    try:
+        with urllib.request.urlopen(console.url + path, data, timeout=60) as resp:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
@@ -103,6 +116,24 @@ def test_console_shows_what_its_user_may_see(secured: BrokerProcess, tmp_path: P
         assert visible in page and hidden in page
         status, page = _get(admin_console, "/acls")
         assert status == 200 and "User:alice" in page and visible in page
+        # the super user lets alice describe the hidden topic, through the confirmation
+        acl = {"resource_type": "TOPIC", "resource": hidden, "pattern": "LITERAL",
+               "principal": "User:alice", "host": "*", "operation": "DESCRIBE",
+               "permission": "ALLOW"}
+        status, page = _post(admin_console, "/acls/add", acl)
+        assert status == 200 and f"Add the ACL: ALLOW User:alice from * to DESCRIBE TOPIC " \
+            f"{hidden} (LITERAL)?" in page
+        assert hidden not in _get(alice, "/topics")[1]  # not before the confirmation
+        assert _post(admin_console, "/acls/add", {**acl, "confirmed": "yes"})[0] == 200
+        assert hidden in _get(alice, "/topics")[1]
+        # alice may not change ACLs: the broker's refusal in words
+        status, page = _post(alice, "/acls/add", {**acl, "resource": visible,
+                                                  "confirmed": "yes"})
+        assert status == 502 and "CLUSTER_AUTHORIZATION_FAILED" in page.upper()
+        # and the super user takes it away again
+        status, page = _post(admin_console, "/acls/remove", {**acl, "confirmed": "yes"})
+        assert status == 200 and "removed 1" in page
+        assert hidden not in _get(alice, "/topics")[1]
     finally:
         alice.close()
         admin_console.close()
