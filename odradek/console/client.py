@@ -21,6 +21,8 @@ class ConsoleError(Exception):
     """A Kafka call that failed, in words, shown on the page."""
 
 
+FETCH_MAX_BYTES = 4 * 1024 * 1024  # a browsing consumer's per-request and per-partition budget
+
 # What a confluent-kafka call raises when the cluster says no or does not answer.
 FAILURES = (KafkaException, TimeoutError, BufferError, ValueError)
 
@@ -64,8 +66,6 @@ class Clients:
 
     def consumer(self) -> Any:
         from confluent_kafka import Consumer
-
-        from .messages import FETCH_MAX_BYTES
 
         return Consumer({**self.settings(), "group.id": "odradek-console-browser",
                          "fetch.max.bytes": FETCH_MAX_BYTES,

@@ -15,7 +15,6 @@ from .client import FAILURES, Clients, ConsoleError, text
 
 MAX_RECORDS = 200  # a page never asks for more
 MAX_PAGE_BYTES = 16 * 1024 * 1024  # nor reads more: a page stops at the record past this
-FETCH_MAX_BYTES = 4 * 1024 * 1024  # the consumer's per-request and per-partition budget
 DEFAULT_RECORDS = 20
 MAX_SHOWN_BYTES = 4096  # of a key, value or header value
 FORMATS = ("text", "json", "hex")
