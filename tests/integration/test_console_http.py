@@ -169,3 +169,37 @@ def test_no_broker_is_said_in_words(tmp_path: Path) -> None:
         assert "%3|" not in console.log()  # librdkafka's own lines are not printed
     finally:
         console.close()
+
+
+def test_a_three_broker_cluster(tmp_path: Path) -> None:
+    """Brokers with their racks and log directories; a stopped broker's partitions marked
+    under-replicated on the topic page."""
+    import re
+
+    from tests.integration.cluster_proc import ClusterProcesses
+
+    cluster = ClusterProcesses(tmp_path, brokers=3, racks={1: "rack-a", 2: "rack-b",
+                                                           3: "rack-c"})
+    console = None
+    try:
+        cluster.start()
+        cluster.create_topic("replicated", 2, 3)
+        console = ConsoleProcess(cluster.bootstrap, tmp_path / "c.log", "--timeout", "5")
+        status, page = _get(console, "/")
+        assert status == 200
+        for node_id, rack in ((1, "rack-a"), (2, "rack-b"), (3, "rack-c")):
+            port = cluster.brokers[node_id].port
+            assert f"<tr><td>{node_id}</td><td>{HOST}:{port}</td><td>{rack}</td>" in page
+            assert f"<td>{cluster.brokers[node_id].data_dir}</td><td>online</td>" in page
+        status, page = _get(console, "/topics/replicated")
+        assert status == 200 and page.count('<tr class="warn">') == 0
+        cluster.brokers[3].stop()
+        for p in (0, 1):
+            cluster.wait_for_partition("replicated", p, lambda v: 3 not in v.isr, "3 out of ISR")
+        status, page = _get(console, "/topics/replicated")
+        assert status == 200 and page.count('<tr class="warn">') == 2  # under-replicated
+        assert len(re.findall(r"<td>\d, \d, \d</td><td>[12], [12]</td>", page)) == 2
+    finally:
+        if console is not None:
+            console.close()
+        cluster.close()
