@@ -70,6 +70,7 @@ def main() -> int:
             for committed in (3, 9, 12, 20, 22):  # the group page's lag chart: a visit each
                 commit(broker.bootstrap, "billing", "orders", committed)
                 driver.get(console.url + "/groups/billing")
+                driver.get(console.url + "/metrics")  # the request rate chart: a point each
             pages = {
                 "cluster": "/",
                 "topics": "/topics",

@@ -5,16 +5,13 @@ offsets."""
 
 from __future__ import annotations
 
-import collections
-import threading
-import time
 from dataclasses import dataclass, field
 
 from odradek.cli import groups as cli_groups
 
+from . import chart
 from .client import FAILURES, Clients, ConsoleError, text
 
-LAG_SAMPLES = 60  # per group, in memory, one each time the group page is shown
 RESETS = ("earliest", "latest", "offset", "timestamp")
 
 
@@ -56,7 +53,7 @@ class GroupDetail:
     assignor: str
     members: list[Member]
     offsets: list[OffsetRow]
-    lag_history: list[tuple[float, int]] = field(default_factory=list)
+    lag_history: list[tuple[float, float]] = field(default_factory=list)
 
     @property
     def total_lag(self) -> int:
@@ -67,8 +64,7 @@ class GroupDetail:
         return self.state in ("Empty", "Dead")
 
 
-_history: dict[str, collections.deque[tuple[float, int]]] = {}
-_history_lock = threading.Lock()
+_lag = chart.History()  # total lag of each group at each load of its page
 
 
 def groups(clients: Clients) -> list[GroupRow]:
@@ -111,10 +107,7 @@ def group(clients: Clients, group_id: str) -> GroupDetail:
                          f"{coordinator.host}:{coordinator.port} ({coordinator.id})"
                          if coordinator is not None else "-",
                          desc.partition_assignor or "-", members, rows)
-    with _history_lock:
-        samples = _history.setdefault(group_id, collections.deque(maxlen=LAG_SAMPLES))
-        samples.append((time.time(), detail.total_lag))
-        detail.lag_history = list(samples)
+    detail.lag_history = _lag.add(group_id, detail.total_lag)
     return detail
 
 
@@ -159,19 +152,3 @@ def reset(clients: Clients, group_id: str, offsets: dict[tuple[str, int], int]) 
             [request], request_timeout=clients.timeout_s)[group_id].result()
     except FAILURES as e:
         raise ConsoleError(f"cannot reset the offsets of {group_id}: {text(e)}") from None
-
-
-def chart_points(history: list[tuple[float, int]], width: int = 480, height: int = 120
-                 ) -> tuple[list[tuple[float, float]], int]:
-    """The lag history as SVG points (x right, y down), and the top of its scale."""
-    if not history:
-        return [], 0
-    top = max(max(lag for _, lag in history), 1)
-    t0, t1 = history[0][0], history[-1][0]
-    span = max(t1 - t0, 1e-9)
-    points: list[tuple[float, float]] = []
-    for t, lag in history:
-        x = 0.0 if len(history) == 1 else (t - t0) / span * width
-        y = height - lag / top * height
-        points.append((round(x, 1), round(y, 1)))
-    return points, top

@@ -5,7 +5,7 @@ from __future__ import annotations
 import urllib.parse
 from collections.abc import Callable
 
-from . import acls, groups, topics, transactions
+from . import acls, chart, groups, topics, transactions
 from .client import ConsoleError
 from .pages_topics import confirm, failed, listing
 from .server import Console, Request, Response, redirect
@@ -23,7 +23,7 @@ def group_page(console: Console, req: Request, group_id: str) -> Response:
         detail = groups.group(console.clients, group_id)
     except ConsoleError as e:
         return failed(console, f"Group {group_id}", str(e))
-    points, top = groups.chart_points(detail.lag_history)
+    points, top = chart.points(detail.lag_history)
     return console.render("group.html", title=f"Group {group_id}", g=detail, points=points,
                           top=top, done=req.arg("done"), resets=groups.RESETS,
                           watch=req.arg("watch") == "1", watch_s=WATCH_S)

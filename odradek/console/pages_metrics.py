@@ -1,17 +1,22 @@
 """The metrics page: a few numbers from brokers' Prometheus endpoints (odradek's
 `odradek.metrics.port`; any exporter's names that match are shown too), read when the
 page is shown: requests and mean latency per API, bytes in and out, connections and
-partitions. Plain HTTP GETs of the URLs given with --metrics-url, nothing else."""
+partitions, and the request rate between loads of the page as a chart ("watch"
+reloads it every few seconds). Plain HTTP GETs of the URLs given with --metrics-url,
+nothing else."""
 
 from __future__ import annotations
 
 import urllib.request
 from dataclasses import dataclass, field
 
+from . import chart
 from .server import Console, Request, Response
 
 MAX_METRICS_BYTES = 8 * 1024 * 1024
 TIMEOUT_S = 5.0
+WATCH_S = 5
+_requests = chart.History()  # each URL's total request count at each load of the page
 
 
 @dataclass
@@ -20,6 +25,9 @@ class BrokerNumbers:
     error: str | None = None
     gauges: dict[str, float] = field(default_factory=dict)
     requests: list[tuple[str, float, float | None]] = field(default_factory=list)
+    rate_points: list[tuple[float, float]] = field(default_factory=list)
+    rate_top: float = 0
+    rate: float | None = None  # requests per second since the page's last load
 
 
 def read(url: str) -> BrokerNumbers:
@@ -47,12 +55,16 @@ def read(url: str) -> BrokerNumbers:
                 out.gauges[s.name.removeprefix("odradek_")] = s.value
     out.requests = sorted(((api, n, sums[api] / n * 1000 if n and api in sums else None)
                            for api, n in counts.items()), key=lambda r: -r[1])
+    rates = chart.rates(_requests.add(url, sum(counts.values())))
+    out.rate_points, out.rate_top = chart.points(rates)
+    out.rate = rates[-1][1] if rates else None
     return out
 
 
 def metrics_page(console: Console, req: Request) -> Response:
     brokers = [read(url) for url in console.metrics_urls]
-    return console.render("metrics.html", title="Metrics", brokers=brokers)
+    return console.render("metrics.html", title="Metrics", brokers=brokers,
+                          watch=req.arg("watch") == "1", watch_s=WATCH_S)
 
 
 def register(console: Console) -> None:

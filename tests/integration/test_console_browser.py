@@ -81,7 +81,13 @@ def _click(driver: Any, kind: str, value: str) -> None:
     loaded.until(lambda d: d.execute_script("return document.readyState") == "complete")
     page = driver.find_element(_by("TAG_NAME"), "html")
     target = loaded.until(lambda d: d.find_element(_by(kind), value))
-    target.click()  # once: a confirmation's click must not be repeated
+    try:
+        target.click()  # once: a confirmation's click must not be repeated
+    except WebDriverException as e:
+        # chromedriver's own look at the node after the click can race the navigation
+        # the click started (the node is gone); the click itself happened
+        if "does not belong to the document" not in str(e):
+            raise
     WebDriverWait(driver, 30).until(expected_conditions.staleness_of(page))
     loaded.until(lambda d: d.execute_script("return document.readyState") == "complete")
 

@@ -153,6 +153,12 @@ def test_metrics_page_reads_the_broker_endpoint(tmp_path: Path) -> None:
         assert status == 200
         assert "<td>CREATE_TOPICS</td>" in page and "<dt>partitions</dt><dd>2</dd>" in page
         assert page.count('class="error"') == 1  # the second URL: nothing listens there
+        assert "load the page again" in page and 'aria-label="requests per second"' not in page
+        assert _get(console, "/topics")[0] == 200  # a few requests to the broker meanwhile
+        status, page = _get(console, "/metrics?watch=1")  # a second load: a rate, a chart
+        assert '<meta http-equiv="refresh" content="5">' in page
+        rate = page.split('<dd class="rate">')[1].split("<")[0]
+        assert float(rate) > 0 and 'aria-label="requests per second"' in page
     finally:
         if console is not None:
             console.close()
