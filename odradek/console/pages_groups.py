@@ -1,11 +1,11 @@
-"""The consumer group, transaction, producer and ACL pages."""
+"""The consumer group, transaction, producer, ACL and user pages."""
 
 from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Callable
 
-from . import acls, chart, groups, topics, transactions
+from . import acls, chart, groups, topics, transactions, users
 from .client import ConsoleError
 from .pages_topics import confirm, failed, listing
 from .server import Console, Request, Response, redirect
@@ -89,6 +89,30 @@ def change_acl(console: Console, req: Request, action: str) -> Response:
     return redirect(f"/acls?done={urllib.parse.quote(done)}")
 
 
+def users_page(console: Console, req: Request) -> Response:
+    return listing(console, "Users", "users.html", lambda: users.users(console.clients),
+                   done=req.arg("done"), mechanisms=users.MECHANISMS)
+
+
+def change_user(console: Console, req: Request, action: str) -> Response:
+    user, mechanism = req.arg("user"), req.arg("mechanism")
+    if req.form.get("confirmed") != "yes":
+        what = (f"Set the {mechanism} password of user {user}?" if action == "upsert"
+                else f"Delete the {mechanism} credential of user {user}?")
+        return confirm(console, req, "Users", what, danger=action == "delete")
+    try:
+        if action == "upsert":
+            iterations = int(req.arg("iterations") or 4096)
+            users.upsert(console.clients, user, mechanism, req.form.get("password", ""),
+                         iterations)
+        else:
+            users.delete(console.clients, user, mechanism)
+    except (ConsoleError, ValueError) as e:
+        return failed(console, "Users", str(e))
+    done = f"{'set' if action == 'upsert' else 'deleted'} {mechanism} of {user}"
+    return redirect(f"/users?done={urllib.parse.quote(done)}")
+
+
 PAGES: list[tuple[str, str, Callable[..., Response]]] = [
     ("GET", "/groups", groups_page),
     ("GET", r"/groups/([^/]+)", group_page),
@@ -97,6 +121,8 @@ PAGES: list[tuple[str, str, Callable[..., Response]]] = [
     ("GET", r"/topics/([^/]+)/producers", producers_page),
     ("GET", "/acls", acls_page),
     ("POST", "/acls/(add|remove)", change_acl),
+    ("GET", "/users", users_page),
+    ("POST", "/users/(upsert|delete)", change_user),
 ]
 
 

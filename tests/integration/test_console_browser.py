@@ -329,6 +329,8 @@ def test_other_pages_load(broker: BrokerProcess, console: ConsoleProcess, browse
         assert "SECURITY_DISABLED" in browser.find_element(_by("ID"), "error").text
     else:  # tansu answers an empty list
         assert _cells(browser, "acls") == [["no ACLs this user may see"]]
+    _open(browser, console, "/users")
+    assert _cells(browser, "users") == [["no SCRAM users this user may see"]]
     _open(browser, console, "/topics/no-such-topic-here")
     assert "no-such-topic-here" in browser.find_element(_by("ID"), "error").text
     # looking did not create it (a Metadata request naming it would, on this broker)

@@ -134,6 +134,22 @@ def test_console_shows_what_its_user_may_see(secured: BrokerProcess, tmp_path: P
         status, page = _post(admin_console, "/acls/remove", {**acl, "confirmed": "yes"})
         assert status == 200 and "removed 1" in page
         assert hidden not in _get(alice, "/topics")[1]
+        # SCRAM users: the super user sets bob's password, sees his credential, deletes it
+        bob = {"user": "bob", "mechanism": "SCRAM-SHA-512", "password": "bob-secret",
+               "iterations": "8192"}
+        status, page = _post(admin_console, "/users/upsert", bob)
+        assert status == 200 and "Set the SCRAM-SHA-512 password of user bob?" in page
+        assert _post(admin_console, "/users/upsert", {**bob, "confirmed": "yes"})[0] == 200
+        status, page = _get(admin_console, "/users")
+        assert status == 200 and "<td>bob</td><td>SCRAM-SHA-512</td><td>8192</td>" in page
+        assert "bob-secret" not in page
+        status, page = _post(alice, "/users/upsert", {**bob, "user": "eve",
+                                                      "confirmed": "yes"})
+        assert status == 502 and "AlterUserScramCredentials" in page  # not hers to change
+        status, page = _post(admin_console, "/users/delete",
+                             {"user": "bob", "mechanism": "SCRAM-SHA-512", "confirmed": "yes"})
+        assert status == 200 and "deleted SCRAM-SHA-512 of bob" in page
+        assert "<td>bob</td>" not in page
     finally:
         alice.close()
         admin_console.close()
