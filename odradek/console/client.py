@@ -13,6 +13,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from odradek.cli import client_config, options
+from odradek.cli import transactions as cli_txn
 from odradek.cli.client_config import CommandConfig
 from odradek.cli.connection import Connection
 
@@ -84,6 +85,33 @@ class Clients:
             except OSError as e:
                 failure = e
         raise ConsoleError(f"cannot connect: {failure}")
+
+    def brokers(self, versions: dict[int, int]) -> list[tuple[int, str]]:
+        """(node id, host:port) of every broker, from a bootstrap server's Metadata."""
+        boot = self.connect(None, versions)
+        try:
+            return cli_txn._brokers(boot)
+        finally:
+            boot.close()
+
+    def ask_each_broker(self, versions: dict[int, int], key: int, data: dict[str, Any],
+                        what: str) -> list[tuple[int, str, Any]]:
+        """One request to every broker: (node id, address, its answer) each; a broker
+        that hangs up (it lacks the API or version) or answers an error is said in words."""
+        out = []
+        for node_id, address in self.brokers(versions):
+            conn = self.connect(address, versions)
+            try:
+                resp = conn.call(key, data)
+            except OSError as e:
+                raise ConsoleError(f"{what} on broker {node_id} ({address}): {e} "
+                                   "(does the broker support it?)") from None
+            finally:
+                conn.close()
+            if resp.error_code.value:
+                raise ConsoleError(f"{what} on broker {node_id}: {resp.error_code.name}")
+            out.append((node_id, address, resp))
+        return out
 
 
 def text(error: BaseException) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from odradek.cli import transactions as cli_txn
 from odradek.protocol import api
 
-from .client import Clients, ConsoleError
+from .client import Clients
 
 VERSIONS = {**cli_txn.VERSIONS, api.ApiKey.DESCRIBE_LOG_DIRS: 4}
 
@@ -27,23 +27,9 @@ class LogDir:
 
 
 def log_dirs(clients: Clients) -> list[LogDir]:
-    boot = clients.connect(None, VERSIONS)
-    try:
-        brokers = cli_txn._brokers(boot)
-    finally:
-        boot.close()
     out: list[LogDir] = []
-    for node_id, address in brokers:
-        conn = clients.connect(address, VERSIONS)
-        try:
-            resp = conn.call(api.ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
-        except OSError as e:
-            raise ConsoleError(f"DescribeLogDirs v4 on broker {node_id}: {e} "
-                               "(does the broker support it?)") from None
-        finally:
-            conn.close()
-        if resp.error_code.value:
-            raise ConsoleError(f"DescribeLogDirs on broker {node_id}: {resp.error_code.name}")
+    for node_id, _address, resp in clients.ask_each_broker(
+            VERSIONS, api.ApiKey.DESCRIBE_LOG_DIRS, {"topics": None}, "DescribeLogDirs v4"):
         for d in resp.results:
             parts = [p for t in d.topics for p in t.partitions]
             out.append(LogDir(node_id, d.log_dir, d.error_code.name if d.error_code.value

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from odradek.cli import transactions as cli_txn
 from odradek.protocol import api
 
-from .client import Clients, ConsoleError
+from .client import Clients
 
 MAX_DESCRIBED = 50  # open transactions described per page
 OPEN_STATES = ("Ongoing", "PrepareCommit", "PrepareAbort")
@@ -45,26 +45,13 @@ class Producer:
 
 
 def transactions(clients: Clients) -> list[Transaction]:
-    boot = clients.connect(None, cli_txn.VERSIONS)
-    try:
-        brokers = cli_txn._brokers(boot)
-    finally:
-        boot.close()
     found: list[Transaction] = []
     addresses = {}
-    for node_id, address in brokers:
+    for node_id, address, resp in clients.ask_each_broker(
+            cli_txn.VERSIONS, api.ApiKey.LIST_TRANSACTIONS,
+            {"state_filters": [], "producer_id_filters": [], "duration_filter": -1},
+            "ListTransactions v1"):
         addresses[node_id] = address
-        conn = clients.connect(address, cli_txn.VERSIONS)
-        try:
-            resp = conn.call(api.ApiKey.LIST_TRANSACTIONS, {
-                "state_filters": [], "producer_id_filters": [], "duration_filter": -1})
-        except OSError as e:  # a broker without ListTransactions v1 hangs up
-            raise ConsoleError(f"ListTransactions v1 on broker {node_id} ({address}): {e} "
-                               "(does the broker support it?)") from None
-        finally:
-            conn.close()
-        if resp.error_code.value:
-            raise ConsoleError(f"ListTransactions on broker {node_id}: {resp.error_code.name}")
         found += [Transaction(t.transactional_id, node_id, t.producer_id, t.transaction_state)
                   for t in resp.transaction_states]
     found.sort(key=lambda t: (t.state not in OPEN_STATES, t.transactional_id))
@@ -92,11 +79,7 @@ def _describe(clients: Clients, t: Transaction, address: str) -> None:
 def producers(clients: Clients, topic: str, leaders: dict[int, int]) -> list[Producer]:
     """The active producers of each partition of `topic` (`leaders`: partition -> the
     id of its leader)."""
-    boot = clients.connect(None, cli_txn.VERSIONS)
-    try:
-        addresses = dict(cli_txn._brokers(boot))
-    finally:
-        boot.close()
+    addresses = dict(clients.brokers(cli_txn.VERSIONS))
     by_leader: dict[int, list[int]] = {}
     for partition, leader in leaders.items():
         if leader in addresses:
