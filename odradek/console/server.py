@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import re
 import secrets
+import socket
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -179,6 +180,10 @@ class _Handler(BaseHTTPRequestHandler):
 
 def make_server(console: Console, host: str, port: int) -> ThreadingHTTPServer:
     handler = type("Handler", (_Handler,), {"console": console})
-    server = ThreadingHTTPServer((host, port), handler)
+    server_class: type[ThreadingHTTPServer] = ThreadingHTTPServer
+    if ":" in host:  # an IPv6 address, e.g. --listen [::1]:9080
+        server_class = type("Server6", (ThreadingHTTPServer,),
+                            {"address_family": socket.AF_INET6})
+    server = server_class((host, port), handler)
     server.daemon_threads = True
     return server
