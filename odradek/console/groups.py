@@ -128,6 +128,8 @@ def new_offsets(clients: Clients, detail: GroupDetail, to: str, value: str
     elif to == "latest":
         wanted = hi
     elif to == "offset":
+        if not value.strip().lstrip("-").isdigit():
+            raise ValueError(f"reset to which offset? {value!r} is not a whole number")
         wanted = {tp: int(value) for tp in tps}
     elif to == "timestamp":
         spec = OffsetSpec.for_timestamp(messages.parse_timestamp(value))
