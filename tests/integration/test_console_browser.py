@@ -74,7 +74,6 @@ def _cells(driver: Any, table_id: str) -> list[list[str]]:
 def _click(driver: Any, kind: str, value: str) -> None:
     """Click what leads to another page, and wait until that page has replaced this one."""
     from selenium.common.exceptions import WebDriverException
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     loaded = WebDriverWait(driver, 30, ignored_exceptions=(WebDriverException,))
@@ -88,8 +87,23 @@ def _click(driver: Any, kind: str, value: str) -> None:
         # the click started (the node is gone); the click itself happened
         if "does not belong to the document" not in str(e):
             raise
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(page))
+    WebDriverWait(driver, 30).until(lambda d: _gone(page))
     loaded.until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
+def _gone(element: Any) -> bool:
+    """The element's document was replaced (chromedriver says so in two ways)."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    try:
+        element.is_enabled()
+    except StaleElementReferenceException:
+        return True
+    except WebDriverException as e:
+        if "does not belong to the document" in str(e):
+            return True
+        raise
+    return False
 
 
 def _open(driver: Any, console: ConsoleProcess, path: str) -> None:
@@ -291,6 +305,16 @@ def test_group_lag_changes_after_a_commit_and_reset(
     _confirm(browser, f"Set the committed offsets of group {group} to {topic_name}-0: 0")
     assert browser.find_element(_by("ID"), "done").text == "offsets reset"
     assert _offsets(browser) == (("10", [("0", "10")]) if odradek else (ANY, [("0", ANY)]))
+    if odradek:  # tansu: the offset is clamped to its (too low) latest offset
+        _select(browser, "reset-to", "offset")
+        browser.find_element(_by("ID"), "reset-value").send_keys("7")
+        _click(browser, "ID", "reset")
+        _confirm(browser, f"{topic_name}-0: 7")
+        assert _offsets(browser) == ("3", [("7", "3")])
+    _select(browser, "reset-to", "offset")
+    browser.find_element(_by("ID"), "reset-value").send_keys("seven")
+    _click(browser, "ID", "reset")
+    assert "'seven' is not a whole number" in browser.find_element(_by("ID"), "error").text
 
 
 def test_transactions_page_shows_an_open_transaction(
