@@ -1,0 +1,50 @@
+"""`odradek console`: the web console for any Kafka-compatible cluster.
+
+    odradek console --bootstrap-server HOST:PORT [--listen 127.0.0.1:9080]
+        [--command-config FILE] [--metrics-url http://HOST:PORT/metrics ...]
+
+Then open the printed address in a browser: the cluster's brokers, topics (with
+their partitions, offsets and configs; create, delete, change a config, add
+partitions), a partition's records (as text, JSON or hex; produce a test record),
+consumer groups (members, lag; reset an inactive group's offsets), transactions and
+producers, ACLs, and, with --metrics-url, numbers from brokers' Prometheus
+endpoints. Everything goes through the Kafka protocol, as the user of
+--command-config when given. It listens on the loopback address unless --listen
+says otherwise: anyone who reaches it can change the cluster as that user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from typing import Any
+
+from . import client_config, options
+
+DEFAULT_LISTEN = "127.0.0.1:9080"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "console", help="serve the web console for a cluster", description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    options.add_bootstrap_argument(parser)
+    client_config.add_argument(parser)
+    parser.add_argument("--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT",
+                        help="where the console listens (default: %(default)s; port 0 "
+                             "picks a free one)")
+    parser.add_argument("--metrics-url", action="append", default=[], metavar="URL",
+                        help="a broker's Prometheus endpoint (odradek.metrics.port), "
+                             "e.g. http://127.0.0.1:9404/metrics; repeatable")
+    parser.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds to wait for the brokers per call (default: %(default)s)")
+    parser.set_defaults(handler=_run)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    # odradek.console sits above the cli in the import layers (it uses the cli's
+    # clients and lag computation), so the cli reaches it by name, as main.py reaches
+    # every subcommand module.
+    app: Any = importlib.import_module("odradek.console.app")
+    return int(app.run(args))

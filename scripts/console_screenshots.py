@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+"""Screenshots of the web console's main pages, for docs/console.md.
+
+    PYTHONPATH=. /work/main/.venv/bin/python scripts/console_screenshots.py [OUT_DIR]
+
+Starts a broker and `odradek console` (the test fixtures' helpers), fills the broker
+with a few topics, JSON records, a consumer group with lag and an open transaction,
+then saves PNGs of the pages through headless Chromium (selenium, Debian's chromium
+and chromedriver) into OUT_DIR (default docs/console/).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from confluent_kafka import Producer, TopicPartition
+
+from tests.integration.broker_proc import BrokerProcess, free_port
+from tests.integration.clients import Out, ck_consumer, ck_produce, create_topic
+from tests.integration.console_proc import ConsoleProcess, chrome
+
+
+def seed(bootstrap: str) -> None:
+    create_topic(bootstrap, "orders", 3, {"retention.ms": "604800000"})
+    create_topic(bootstrap, "payments", 2)
+    create_topic(bootstrap, "audit-log", 1, {"cleanup.policy": "compact"})
+    ck_produce(bootstrap, "orders", [
+        Out(json.dumps({"order": i, "customer": f"c-{i % 7}", "items": [{"sku": "A-1",
+                        "qty": i % 3 + 1}], "total": round(9.99 * (i % 5 + 1), 2)}).encode(),
+            f"order-{i}".encode(), [("source", b"web"), ("trace-id", f"{i:08x}".encode())],
+            partition=0) for i in range(30)])
+    ck_produce(bootstrap, "payments", [Out(f"payment {i}".encode(), partition=i % 2)
+                                       for i in range(12)])
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "checkout-1"})
+    producer.init_transactions(15)
+    producer.begin_transaction()
+    producer.produce("payments", b"pending", partition=0)
+    producer.flush(15)  # left open: the transactions page shows it Ongoing
+
+
+def commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    consumer = ck_consumer(bootstrap, **{"group.id": group})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def main() -> int:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else REPO / "docs" / "console"
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        metrics = free_port()
+        broker = BrokerProcess(data_dir=base / "data", log_path=base / "broker.log",
+                               overrides={"odradek.metrics.port": str(metrics)}).start()
+        console = None
+        driver = None
+        try:
+            seed(broker.bootstrap)
+            console = ConsoleProcess(broker.bootstrap, base / "console.log", "--metrics-url",
+                                     f"http://127.0.0.1:{metrics}/metrics")
+            driver = chrome(1280, 860)
+            for committed in (3, 9, 12, 20, 22):  # the group page's lag chart: a visit each
+                commit(broker.bootstrap, "billing", "orders", committed)
+                driver.get(console.url + "/groups/billing")
+                driver.get(console.url + "/metrics")  # the request rate chart: a point each
+            pages = {
+                "cluster": "/",
+                "topics": "/topics",
+                "topic": "/topics/orders",
+                "messages": "/topics/orders/messages?partition=0&offset=20&limit=3&format=json",
+                "group": "/groups/billing",
+                "transactions": "/transactions",
+                "metrics": "/metrics",
+            }
+            for name, path in pages.items():
+                driver.get(console.url + path)
+                driver.save_screenshot(str(out / f"{name}.png"))
+                print(f"{out / name}.png  {path}")
+            driver.get(console.url + "/topics/payments")
+            driver.find_element("id", "delete").click()
+            driver.find_element("id", "confirm-what")
+            driver.save_screenshot(str(out / "confirm.png"))
+            print(f"{out / 'confirm'}.png  delete confirmation")
+        finally:
+            if driver is not None:
+                driver.quit()
+            if console is not None:
+                console.close()
+            broker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
