@@ -125,7 +125,7 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
 
             p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                           "enable.idempotence": True, "linger.ms": 5,
-                          "message.timeout.ms": 60000,
+                          "message.timeout.ms": 120000,
                           "topic.metadata.refresh.interval.ms": 1000})
             b2 = cluster.brokers[2]
             sent = 0
@@ -142,7 +142,7 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
                               on_delivery=done)
                     sent += 1
                 p.poll(0.05)
-            assert p.flush(60) == 0 and not errors, errors[:3]
+            assert p.flush(120) == 0 and not errors, errors[:3]
             for part in (0, 1):
                 view = cluster.partitions(topic)[part]
                 assert 2 not in view.isr and view.leader in (1, 3), view
