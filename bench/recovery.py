@@ -205,13 +205,13 @@ def partitions_broker(base: Path, count: int, repo: Path) -> None:
     import sys
 
     sys.path.insert(0, str(repo))
-    from tests.integration.broker_proc import BrokerProcess  # the checkout under test
-    from tests.integration.clients import ck_admin
+    import resource
 
     from confluent_kafka import Producer
     from confluent_kafka.admin import NewTopic
 
-    import resource
+    from tests.integration.broker_proc import BrokerProcess  # the checkout under test
+    from tests.integration.clients import ck_admin
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     files = max(3 * count + 1024, 4096)  # 3 per partition (broker/fd_budget.py)

@@ -25,20 +25,31 @@ MIB = 1024 * 1024
 RECORD = 1000
 
 
+class Deliveries:
+    """A producer's delivery reports: (offset, value) per partition, and errors."""
+
+    def __init__(self, partitions: int) -> None:
+        self.acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        self.errors: list[str] = []
+
+    def done(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked[msg.partition()].append((msg.offset(), msg.value()))
+        else:
+            self.errors.append(str(err))
+
+    def values(self) -> dict[int, list[bytes]]:
+        """The acknowledged values per partition, in offset order."""
+        return {k: [v for _, v in sorted(vs)] for k, vs in self.acked.items()}
+
+
 def _fill(bootstrap: str, topic: str, partitions: int, max_records: int) -> dict[int, list[bytes]]:
     """Produce with acks=all until the broker refuses; the acknowledged values
     per partition, in offset order."""
     from confluent_kafka import Producer
 
-    acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    failed: list[str] = []
-
-    def done(err: Any, msg: Any) -> None:
-        if err is None:
-            acked[msg.partition()].append((msg.offset(), msg.value()))
-        else:
-            failed.append(str(err))
-
+    reports = Deliveries(partitions)
+    failed, done = reports.errors, reports.done
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                   "message.timeout.ms": 8000, "retries": 2})
     for i in range(max_records):
@@ -50,7 +61,7 @@ def _fill(bootstrap: str, topic: str, partitions: int, max_records: int) -> dict
                 break
     p.flush(30)
     assert failed, "the filesystem never filled up"
-    return {k: [v for _, v in sorted(vs)] for k, vs in acked.items()}
+    return reports.values()
 
 
 def _assert_all_readable(bootstrap: str, topic: str, acked: dict[int, list[bytes]]) -> None:
@@ -114,15 +125,8 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
             cluster.create_topic(topic, 2, 3, config={"min.insync.replicas": "2"})
             from confluent_kafka import Producer
 
-            acked: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
-            errors: list[str] = []
-
-            def done(err: Any, msg: Any) -> None:
-                if err is None:
-                    acked[msg.partition()].append((msg.offset(), msg.value()))
-                else:
-                    errors.append(str(err))
-
+            reports = Deliveries(2)
+            errors, done = reports.errors, reports.done
             p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                           "enable.idempotence": True, "linger.ms": 5,
                           "message.timeout.ms": 120000,
@@ -155,7 +159,7 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
             for part in (0, 1):
                 cluster.wait_for_partition(topic, part, lambda v: v.isr == (1, 2, 3),
                                            "broker 2 back in the ISR", timeout_s=60)
-            values = {k: [v for _, v in sorted(vs)] for k, vs in acked.items()}
+            values = reports.values()
             assert sum(len(v) for v in values.values()) == sent
             _assert_all_readable(cluster.live_bootstrap(), topic, values)
         finally:
