@@ -80,11 +80,12 @@ def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
 def test_single_node_full_disk_comes_back_after_the_space_is_repaired(tmp_path, topic_name):
     with SmallFilesystem(tmp_path / "disk", 6 * MIB) as fs:
         proc = BrokerProcess(data_dir=fs.path / "data", log_path=tmp_path / "broker.log",
-                             overrides={"log.segment.bytes": MIB}, wrapper=fs.wrapper())
+                             overrides={"log.segment.bytes": fs.segment_bytes},
+                             wrapper=fs.wrapper())
         try:
             proc.start()
             create_topic(proc.bootstrap, topic_name, 2)
-            acked = _fill(proc.bootstrap, topic_name, 2, 20_000)
+            acked = _fill(proc.bootstrap, topic_name, 2, 40_000)
             total = sum(len(v) for v in acked.values())
             assert total > 1000, total
             wait_until(lambda: "Stopped serving replicas in dir" in proc.log_tail(), 15)
@@ -117,7 +118,7 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
         meta = tmp_path / "broker-2-meta"
         cluster = ClusterProcesses(tmp_path, brokers=3, broker_overrides={
             2: {"log.dirs": str(fs.path / "data"), "metadata.log.dir": str(meta),
-                "log.segment.bytes": MIB}})
+                "log.segment.bytes": fs.segment_bytes}})
         cluster.brokers[2].wrapper = fs.wrapper()
         try:
             cluster.start()
@@ -133,7 +134,7 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
                           "topic.metadata.refresh.interval.ms": 1000})
             b2 = cluster.brokers[2]
             sent = 0
-            while "Stopped serving replicas in dir" not in b2.log_tail() and sent < 12_000:
+            while "Stopped serving replicas in dir" not in b2.log_tail() and sent < 40_000:
                 for _ in range(200):
                     p.produce(topic, b"%07d." % sent + b"y" * RECORD, partition=sent % 2,
                               on_delivery=done)
