@@ -18,7 +18,6 @@ import subprocess
 from pathlib import Path
 from typing import Self
 
-
 MIB = 1024 * 1024
 FALLBACK_MIN_FSIZE = 11 * MIB
 
