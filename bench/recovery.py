@@ -205,13 +205,13 @@ def partitions_broker(base: Path, count: int, repo: Path) -> None:
     import sys
 
     sys.path.insert(0, str(repo))
-    from tests.integration.broker_proc import BrokerProcess  # the checkout under test
-    from tests.integration.clients import ck_admin
+    import resource
 
     from confluent_kafka import Producer
     from confluent_kafka.admin import NewTopic
 
-    import resource
+    from tests.integration.broker_proc import BrokerProcess  # the checkout under test
+    from tests.integration.clients import ck_admin
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     files = max(3 * count + 1024, 4096)  # 3 per partition (broker/fd_budget.py)
@@ -240,7 +240,7 @@ def partitions_broker(base: Path, count: int, repo: Path) -> None:
         print(json.dumps({"partitions": count, "create_and_fill_s":
                           round(time.monotonic() - started, 1)}), flush=True)
         time.sleep(2)  # recovery-point checkpoints
-        proc.stop()
+        proc.stop(timeout_s=1800)
         for run in range(2):
             t = time.monotonic()
             proc.start()
@@ -258,7 +258,10 @@ def partitions_broker(base: Path, count: int, repo: Path) -> None:
                               "log_load_ms_clean_kill9": loads[-2:],
                               "recovered_after_kill9": int(recovered[-1]) if recovered
                               else None}), flush=True)
-            proc.stop()
+            t = time.monotonic()
+            proc.stop(timeout_s=1800)
+            print(json.dumps({"partitions": count, "run": run + 1, "clean_stop_s":
+                              round(time.monotonic() - t, 2)}), flush=True)
     finally:
         proc.close()
 

@@ -25,20 +25,31 @@ MIB = 1024 * 1024
 RECORD = 1000
 
 
+class Deliveries:
+    """A producer's delivery reports: (offset, value) per partition, and errors."""
+
+    def __init__(self, partitions: int) -> None:
+        self.acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
+        self.errors: list[str] = []
+
+    def done(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked[msg.partition()].append((msg.offset(), msg.value()))
+        else:
+            self.errors.append(str(err))
+
+    def values(self) -> dict[int, list[bytes]]:
+        """The acknowledged values per partition, in offset order."""
+        return {k: [v for _, v in sorted(vs)] for k, vs in self.acked.items()}
+
+
 def _fill(bootstrap: str, topic: str, partitions: int, max_records: int) -> dict[int, list[bytes]]:
     """Produce with acks=all until the broker refuses; the acknowledged values
     per partition, in offset order."""
     from confluent_kafka import Producer
 
-    acked: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    failed: list[str] = []
-
-    def done(err: Any, msg: Any) -> None:
-        if err is None:
-            acked[msg.partition()].append((msg.offset(), msg.value()))
-        else:
-            failed.append(str(err))
-
+    reports = Deliveries(partitions)
+    failed, done = reports.errors, reports.done
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
                   "message.timeout.ms": 8000, "retries": 2})
     for i in range(max_records):
@@ -50,7 +61,7 @@ def _fill(bootstrap: str, topic: str, partitions: int, max_records: int) -> dict
                 break
     p.flush(30)
     assert failed, "the filesystem never filled up"
-    return {k: [v for _, v in sorted(vs)] for k, vs in acked.items()}
+    return reports.values()
 
 
 def _assert_all_readable(bootstrap: str, topic: str, acked: dict[int, list[bytes]]) -> None:
@@ -69,11 +80,12 @@ def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
 def test_single_node_full_disk_comes_back_after_the_space_is_repaired(tmp_path, topic_name):
     with SmallFilesystem(tmp_path / "disk", 6 * MIB) as fs:
         proc = BrokerProcess(data_dir=fs.path / "data", log_path=tmp_path / "broker.log",
-                             overrides={"log.segment.bytes": MIB}, wrapper=fs.wrapper())
+                             overrides={"log.segment.bytes": fs.segment_bytes},
+                             wrapper=fs.wrapper())
         try:
             proc.start()
             create_topic(proc.bootstrap, topic_name, 2)
-            acked = _fill(proc.bootstrap, topic_name, 2, 20_000)
+            acked = _fill(proc.bootstrap, topic_name, 2, 40_000)
             total = sum(len(v) for v in acked.values())
             assert total > 1000, total
             wait_until(lambda: "Stopped serving replicas in dir" in proc.log_tail(), 15)
@@ -106,7 +118,7 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
         meta = tmp_path / "broker-2-meta"
         cluster = ClusterProcesses(tmp_path, brokers=3, broker_overrides={
             2: {"log.dirs": str(fs.path / "data"), "metadata.log.dir": str(meta),
-                "log.segment.bytes": MIB}})
+                "log.segment.bytes": fs.segment_bytes}})
         cluster.brokers[2].wrapper = fs.wrapper()
         try:
             cluster.start()
@@ -114,22 +126,15 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
             cluster.create_topic(topic, 2, 3, config={"min.insync.replicas": "2"})
             from confluent_kafka import Producer
 
-            acked: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
-            errors: list[str] = []
-
-            def done(err: Any, msg: Any) -> None:
-                if err is None:
-                    acked[msg.partition()].append((msg.offset(), msg.value()))
-                else:
-                    errors.append(str(err))
-
+            reports = Deliveries(2)
+            errors, done = reports.errors, reports.done
             p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                           "enable.idempotence": True, "linger.ms": 5,
-                          "message.timeout.ms": 60000,
+                          "message.timeout.ms": 120000,
                           "topic.metadata.refresh.interval.ms": 1000})
             b2 = cluster.brokers[2]
             sent = 0
-            while "Stopped serving replicas in dir" not in b2.log_tail() and sent < 12_000:
+            while "Stopped serving replicas in dir" not in b2.log_tail() and sent < 40_000:
                 for _ in range(200):
                     p.produce(topic, b"%07d." % sent + b"y" * RECORD, partition=sent % 2,
                               on_delivery=done)
@@ -142,7 +147,7 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
                               on_delivery=done)
                     sent += 1
                 p.poll(0.05)
-            assert p.flush(60) == 0 and not errors, errors[:3]
+            assert p.flush(120) == 0 and not errors, errors[:3]
             for part in (0, 1):
                 view = cluster.partitions(topic)[part]
                 assert 2 not in view.isr and view.leader in (1, 3), view
@@ -155,7 +160,7 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
             for part in (0, 1):
                 cluster.wait_for_partition(topic, part, lambda v: v.isr == (1, 2, 3),
                                            "broker 2 back in the ISR", timeout_s=60)
-            values = {k: [v for _, v in sorted(vs)] for k, vs in acked.items()}
+            values = reports.values()
             assert sum(len(v) for v in values.values()) == sent
             _assert_all_readable(cluster.live_bootstrap(), topic, values)
         finally:
