@@ -128,12 +128,26 @@ class AbortFilter:
         return header.is_transactional and header.producer_id in self.active
 
 
-def open_url(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
-    """(fsspec filesystem, path) of an object URL."""
-    from fsspec.core import url_to_fs
+_FILESYSTEMS: dict[str, Any] = {}
 
-    fs, path = url_to_fs(url, **(storage_options or {}))
-    return fs, path
+
+def open_url(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
+    """(fsspec filesystem, path) of an object URL. One filesystem per protocol and
+    options for the life of the process: fsspec's own instance cache is per thread,
+    and a new s3fs client (session, credentials, connection pool) costs far more
+    CPU than reading a segment."""
+    import json
+
+    from fsspec.core import split_protocol, url_to_fs
+
+    options = json.dumps(storage_options or {}, sort_keys=True, default=str)
+    key = f"{split_protocol(url)[0] or 'file'} {options}"
+    fs = _FILESYSTEMS.get(key)
+    if fs is None:
+        fs, path = url_to_fs(url, **(storage_options or {}))
+        _FILESYSTEMS[key] = fs
+        return fs, path
+    return fs, fs._strip_protocol(url)
 
 
 def start_position(
