@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from odradek.tiered.metadata_records import (
     RemoteLogSegmentMetadata,
@@ -239,6 +239,13 @@ def test_disabling_with_delete_on_disable_empties_the_remote_tier(broker_factory
     wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
                desc="copied and deleted locally")
     admin = ck_admin(proc.bootstrap)
+    # KIP-950: off without deleting the remote data is refused
+    refused = ConfigResource("TOPIC", topic_name, incremental_configs=[
+        ConfigEntry("remote.storage.enable", "false",
+                    incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="remote.log.delete.on.disable=true"):
+        for f in admin.incremental_alter_configs([refused]).values():
+            f.result(timeout=30)
     resource = ConfigResource("TOPIC", topic_name, incremental_configs=[
         ConfigEntry("remote.log.delete.on.disable", "true",
                     incremental_operation=AlterConfigOpType.SET),
