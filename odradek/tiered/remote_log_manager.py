@@ -226,9 +226,12 @@ class RemoteLogManager:
                 await self._expire(part, tier)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as e:  # noqa: BLE001 - the store may be down: retried next pass
             self.copy_errors += 1
-            log.exception("%s: tiered storage pass failed", tier.tip)
+            # the next pass lists the store again and removes what a failed copy left
+            tier.loaded = False
+            log.warning("%s: tiered storage pass failed (retried in the next pass): %r",
+                        tier.tip, e)
         finally:
             tier.running = False
 

@@ -47,6 +47,15 @@ class S3Server:
         self.endpoint_url = f"http://{HOST}:{self.port}"
         self.log_path = base / "weed.log"
         self.proc: subprocess.Popen[bytes] | None = None
+        # weed's other listeners, kept across restarts
+        self._ports = {name: free_port() for name in (
+            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+            "filer.port", "filer.port.grpc", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance")}
+
+    def restart(self) -> S3Server:
+        """Stop and start again on the same ports and data (the store's objects stay)."""
+        self.stop()
+        return self.start()
 
     def command(self, binary: str) -> list[str]:
         data = self.base / "data"
@@ -55,9 +64,7 @@ class S3Server:
         config.write_text(json.dumps({"identities": [{
             "name": "odradek", "credentials": [{"accessKey": KEY, "secretKey": SECRET}],
             "actions": ["Admin", "Read", "Write", "List", "Tagging"]}]}))
-        p = {name: free_port() for name in (
-            "master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
-            "filer.port", "filer.port.grpc", "s3.port.grpc", "s3.port.iceberg", "s3.port.lance")}
+        p = self._ports
         args = [binary, "server", f"-dir={data}", f"-ip={HOST}", f"-ip.bind={HOST}", "-s3",
                 f"-s3.port={self.port}", f"-s3.config={config}",
                 "-master.volumeSizeLimitMB=64", "-volume.max=20", "-filer"]
