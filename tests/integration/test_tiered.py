@@ -275,3 +275,40 @@ def test_disabling_with_delete_on_disable_empties_the_remote_tier(broker_factory
     local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
     assert list_offsets(proc.port, topic_name, -2, 8)[1] == local_start
     assert list_offsets(proc.port, topic_name, -5, 9) == (0, -1)
+
+
+def test_read_committed_across_the_tiers_skips_aborted(broker_factory, topic_name):
+    from tests.integration.txn_helpers import read_values, txn_producer
+
+    proc = broker_factory({**TIERED_BROKER, "transaction.state.log.replication.factor": "1",
+                           "transaction.state.log.min.isr": "1"})
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    producer = txn_producer(proc.bootstrap, f"tx-{topic_name}")
+    committed: list[bytes] = []
+    everything: list[bytes] = []
+    for t in range(12):
+        producer.begin_transaction()
+        values = [b"t%02d-%03d-" % (t, i) + b"x" * 150 for i in range(20)]
+        for v in values:
+            producer.produce(topic_name, value=v, partition=0)
+        producer.flush(30)  # written before the abort (an abort purges unsent records)
+        everything += values
+        if t % 3 == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            committed += values
+    root = _remote_root(proc)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="copied and deleted locally")
+    wait_until(lambda: list_offsets(proc.port, topic_name, -6, 11)[1]
+               == list_offsets(proc.port, topic_name, -5, 9)[1] + 1, timeout=30,
+               desc="copies settled")
+    # aborted transactions travel in the remote .txnindex (Kafka's format)
+    assert any(p.stat().st_size for p in remote_objects(root, topic_name, "txnindex"))
+    got = read_values(proc.bootstrap, topic_name, 1, "read_committed", expect=len(committed),
+                      timeout_s=60)
+    assert got == committed
+    got = read_values(proc.bootstrap, topic_name, 1, "read_uncommitted",
+                      expect=len(everything), timeout_s=60)
+    assert got == everything
