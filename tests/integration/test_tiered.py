@@ -5,6 +5,7 @@ ListOffsets -2/-4/-5/-6, remote retention, topic deletion, kill -9 mid-copy."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -312,3 +313,34 @@ def test_read_committed_across_the_tiers_skips_aborted(broker_factory, topic_nam
     got = read_values(proc.bootstrap, topic_name, 1, "read_uncommitted",
                       expect=len(everything), timeout_s=60)
     assert got == everything
+
+
+def test_java_client_reads_across_the_tiers(broker_factory, topic_name, tmp_path):
+    from tests.integration.test_java_client import COMPILE_TIMEOUT_S, _missing, kafka_jars
+
+    for tool in ("javac", "java"):
+        if shutil.which(tool) is None:
+            _missing(f"{tool} not on PATH (apt-get install default-jdk-headless)")
+    jars = os.pathsep.join(str(j) for j in kafka_jars())
+    source = Path(__file__).parent / "java" / "OdradekJavaTiered.java"
+    compiled = subprocess.run(["javac", "-Xlint:none", "-cp", jars, "-d", str(tmp_path),
+                               str(source)], capture_output=True, text=True,
+                              timeout=COMPILE_TIMEOUT_S, check=False)
+    assert compiled.returncode == 0, compiled.stderr
+    proc = broker_factory(TIERED_BROKER)
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    outs = _records(300)
+    _produce(proc, topic_name, outs)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="copied and deleted locally")
+    run = subprocess.run(["java", "-Xmx256m", "-cp", f"{tmp_path}{os.pathsep}{jars}",
+                          "OdradekJavaTiered", proc.bootstrap, topic_name, str(len(outs))],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert [ln for ln in lines if ln.startswith("REC ")] == [
+        f"REC {i} {o.key.decode()} {o.value.decode()}" for i, o in enumerate(outs)]
+    offsets = dict(ln.split()[1:] for ln in lines if ln.startswith("OFFSET "))
+    assert offsets["earliest"] == "0"
+    assert int(offsets["earliest-local"]) > 0
+    assert int(offsets["latest-tiered"]) >= int(offsets["earliest-local"]) - 1
