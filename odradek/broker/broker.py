@@ -56,8 +56,10 @@ from .dir_reports import DirectoryReportHost, DirectoryReports
 from .fetch_session import FetchSessionCache
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
+from ..tiered.metrics import RemoteTierCollector
 from ..tiered.service import RemoteTier
 from .log_tasks import LogTasks
+from .remote_metadata import RemoteMetadataPublisher
 from .metrics import BrokerMetrics, MetricsHost
 from .network import ConnectionHost, KafkaConnection
 from .pipeline import PipelineHost, RequestPipeline
@@ -154,6 +156,10 @@ class Broker:
         self.remote_tier = RemoteTier.create(
             config, self.node_id, lambda: list(self.replica_manager.partitions.values()),
             lambda topic_id: topic_id in self.image.topics_by_id)
+        self.remote_metadata: RemoteMetadataPublisher | None = None
+        if self.remote_tier is not None:
+            self.remote_metadata = RemoteMetadataPublisher(self, self.remote_tier.rlm.settings)
+            self.remote_tier.rlm.publish = self.remote_metadata.publish
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots")
         )
@@ -165,6 +171,8 @@ class Broker:
         self.log_cleaner: LogCleaner | None = None
         self.metadata_lock = asyncio.Lock()
         self.metrics = BrokerMetrics(self)
+        if self.remote_tier is not None:
+            self.metrics.registry.register(RemoteTierCollector(self.remote_tier))
         self.connection_limits = ConnectionLimits(config, self.metrics.registry)
         self.group_coordinator = GroupCoordinatorService(self)
         self.txn_coordinator = TransactionCoordinatorService(self)
@@ -396,6 +404,8 @@ class Broker:
             await self.log_tasks.stop()
         if self.remote_tier is not None:
             await self.remote_tier.stop()
+        if self.remote_metadata is not None:
+            self.remote_metadata.close()
         if self.log_manager.flusher is not None:
             await asyncio.to_thread(self.log_manager.flusher.shutdown)  # type: ignore[attr-defined]
         await self.group_coordinator.stop()

@@ -42,6 +42,7 @@ from ..replication.quota import FOLLOWER, ReplicationQuota
 from ..security.sasl_config import inter_broker_client
 from ..storage.log import PartitionLog
 from ..storage.log_manager import LogManager
+from ..tiered.service import RemoteTier
 
 if TYPE_CHECKING:
     from ..replication.replica_manager import Partition
@@ -52,6 +53,8 @@ class FetcherHost(ReplicaHost, Protocol):
 
     @property
     def log_manager(self) -> LogManager: ...
+    @property
+    def remote_tier(self) -> RemoteTier | None: ...
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +116,9 @@ class ReplicaFetcher:
         self._address: tuple[str, int, str] | None = None
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
+        # partitions whose state is being built from the remote tier: not fetched
+        self._restoring: set[TopicPartition] = set()
+        self._restore_tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -123,6 +129,8 @@ class ReplicaFetcher:
     def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
+        for task in self._restore_tasks:
+            task.cancel()
         if self._channel is not None:
             self._channel.close()
 
@@ -155,7 +163,8 @@ class ReplicaFetcher:
         out = []
         for key in self.partitions:
             part = rm.partitions.get(key)
-            if part is not None and part.leader == self.leader_id and not part.log.offline:
+            if part is not None and part.leader == self.leader_id and not part.log.offline \
+                    and key not in self._restoring:
                 out.append(part)
         return out
 
@@ -257,6 +266,7 @@ class ReplicaFetcher:
                 log.warning("%s: behind the leader's log start %d: starting over there",
                             name, leader_start)
                 plog.truncate_fully_and_start_at(leader_start)
+                self._restore_from_remote(part, leader_start)
                 return True
             log.warning("%s: fetch offset %d out of range on leader %d", name,
                         plog.log_end_offset, self.leader_id)
@@ -289,6 +299,31 @@ class ReplicaFetcher:
             plog.set_high_watermark(
                 follower_high_watermark(hw, plog.log_end_offset, plog.high_watermark))
         return True
+
+    def _restore_from_remote(self, part: Partition, start: int) -> None:
+        """KIP-405: epochs and producer state from the remote tier (tiered/
+        follower_restore.py) before the partition is fetched again."""
+        tier = self.broker.remote_tier
+        if tier is None or not part.log.config.remote_storage_enable:
+            return
+        key = (part.topic, part.partition)
+        self._restoring.add(key)
+
+        async def restore() -> None:
+            try:
+                await tier.restore_follower(part, start)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s-%d: building the follower from the remote tier failed",
+                              *key)
+            finally:
+                self._restoring.discard(key)
+                self.wake()
+
+        task = asyncio.get_running_loop().create_task(restore())
+        self._restore_tasks.add(task)
+        task.add_done_callback(self._restore_tasks.discard)
 
     def _truncate_diverging(self, part: Partition, epoch: int, end_offset: int) -> None:
         plog = part.log

@@ -2,7 +2,9 @@
 
 Theory of operation
 -------------------
-Works on files alone (no broker): ``--files a.log,b.index,c.timeindex``.
+Works on files alone (no broker): ``--files a.log,b.index,c.timeindex``; a file
+given as a URL (a remote tier's object, any fsspec URL, options with
+``--remote-option K=V``) is copied to a temporary directory first.
 
 * ``.log``: one line per record batch, in Kafka's wording (``baseOffset``,
   ``lastOffset``, ``count``, ``baseSequence``, ``lastSequence``, ``producerId``,
@@ -35,6 +37,7 @@ import argparse
 import os
 import struct
 import sys
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +106,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="check the indexes against their logs, print only problems")
     parser.add_argument("--index-sanity-check", action="store_true",
                         help="only check that index files are well formed")
+    parser.add_argument("--remote-option", action="append", default=[], metavar="K=V",
+                        help="for files given as URLs (a remote tier's s3://..., file://...: "
+                             "any fsspec URL): an option of the fsspec filesystem, e.g. "
+                             "endpoint_url=http://host:8333, key=..., secret=...")
     parser.add_argument("--max-bytes", type=int, default=2**31 - 1,
                         help="examine at most this many bytes of each .log")
     parser.set_defaults(handler=run)
@@ -110,14 +117,46 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    names = [p.strip() for p in args.files.split(",") if p.strip()]
+    if not names:
+        print("odradek: error: --files names no file", file=sys.stderr)
+        return 2
+    if any("://" in n for n in names):
+        with tempfile.TemporaryDirectory(prefix="odradek-dump-") as tmp:
+            try:
+                local = _fetch_remote(names, args.remote_option, Path(tmp))
+            except (OSError, ValueError) as e:
+                print(f"odradek: error: cannot read the remote files: {e}", file=sys.stderr)
+                return 2
+            return _dump(args, [Path(p) for p in local])
+    return _dump(args, [Path(n) for n in names])
+
+
+def _fetch_remote(names: list[str], options: list[str], tmp: Path) -> list[str]:
+    """Copy URLs into `tmp` under local segment names (a remote tier's
+    `<baseOffset>-<segmentId>.<suffix>` becomes `<baseOffset>.<suffix>`)."""
+    import fsspec
+
+    opts = dict(o.split("=", 1) for o in options)
+    out = []
+    for name in names:
+        if "://" not in name:
+            out.append(name)
+            continue
+        fs, path = fsspec.core.url_to_fs(name, **opts)
+        base = path.rsplit("/", 1)[-1]
+        stem, _, suffix = base.partition(".")
+        target = tmp / f"{stem.split('-', 1)[0]}.{suffix}"
+        target.write_bytes(fs.cat_file(path))
+        out.append(str(target))
+    return out
+
+
+def _dump(args: argparse.Namespace, paths: list[Path]) -> int:
     out = sys.stdout
     deep = args.deep_iteration or args.print_data
     quiet = args.verify or args.verify_index_only
     problems = Problems()
-    paths = [Path(p.strip()) for p in args.files.split(",") if p.strip()]
-    if not paths:
-        print("odradek: error: --files names no file", file=sys.stderr)
-        return 2
     for path in paths:
         try:
             if path.suffix == ".log":

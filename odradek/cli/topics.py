@@ -4,7 +4,9 @@ Like Kafka's kafka-topics.sh and kafka-configs.sh for topics, over the Kafka
 protocol (confluent-kafka's AdminClient), so it works against any broker:
 
     odradek topics list
-    odradek topics describe [TOPIC ...]            partitions: leader, replicas, ISR; overrides
+    odradek topics describe [TOPIC ...]            partitions: leader, replicas, ISR; overrides;
+                                                   tiered topics: log start, local start,
+                                                   last tiered and end offsets
     odradek topics create TOPIC [--partitions N] [--replication-factor N] [--config K=V ...]
     odradek topics alter-config TOPIC [--set K=V ...] [--delete K ...]
     odradek topics delete TOPIC [TOPIC ...]
@@ -21,6 +23,7 @@ from typing import Any
 
 from . import client_config
 from .connection import with_login_check
+from .tiered_offsets import tiered_offsets
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 DEFAULT_TIMEOUT_S = 15.0
@@ -133,10 +136,20 @@ def cmd_describe(args: argparse.Namespace) -> int:
         rf = len(topic.partitions[0].replicas) if topic.partitions else 0
         print(f"Topic: {name}\tPartitionCount: {len(topic.partitions)}\t"
               f"ReplicationFactor: {rf}\tConfigs: {overrides}")
+        tiered = any(k == "remote.storage.enable" and v.value == "true"
+                     for k, v in configs.items())
         for p in sorted(topic.partitions.values(), key=lambda p: p.id):
             print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
                   f"Replicas: {','.join(map(str, p.replicas))}\t"
                   f"Isr: {','.join(map(str, p.isrs))}")
+            leader = md.brokers.get(p.leader)
+            if tiered and leader is not None:
+                # the remote tier's offsets, from the leader (ListOffsets -2/-4/-5/-1)
+                try:
+                    print("\t\t" + tiered_offsets(f"{leader.host}:{leader.port}", name, p.id,
+                                                  args.timeout, args.command_config))
+                except OSError as e:
+                    status = _fail(f"offsets of {name}-{p.id}: {e}")
     return status
 
 

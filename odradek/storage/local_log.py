@@ -129,6 +129,8 @@ class LocalLog:
         # at or below highest_remote_offset.
         self.remote_start_offset = -1
         self.highest_remote_offset = -1
+        self.remote_view_loaded = False  # both above are known (after a restart: not yet)
+        self.remote_deleted_before = -1  # a DeleteRecords offset (the remote tier's part)
 
     # -- properties ------------------------------------------------------------------------------
     @property
@@ -153,7 +155,8 @@ class LocalLog:
         """Kafka's log start offset: the remote tier's start when it holds data below
         the local log start offset (log_start_offset is the local one)."""
         if 0 <= self.remote_start_offset < self.log_start_offset:
-            return self.remote_start_offset
+            return min(max(self.remote_start_offset, self.remote_deleted_before),
+                       self.log_start_offset)
         return self.log_start_offset
 
     def size_bytes(self) -> int:

@@ -79,7 +79,7 @@ class PartitionTier:
     segments: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     loaded: bool = False
     running: bool = False
-    delete_before: int = -1  # a DeleteRecords start offset below the local start
+    leader_epoch: int = -1  # the epoch this broker last loaded the view as leader in
 
     @property
     def start_offset(self) -> int:
@@ -116,7 +116,7 @@ class RemoteLogManager:
         self.node_id = node_id
         self._partitions = partitions
         self._topic_exists = topic_exists
-        self._publish = publish
+        self.publish = publish  # the metadata topic's publisher (broker/remote_metadata.py)
         self._clock_ms = clock_ms
         self.rsm = RemoteStorageManager(settings.url, settings.fs_options,
                                         settings.copy_max_bytes_per_second,
@@ -143,21 +143,27 @@ class RemoteLogManager:
             pool.shutdown(wait=False, cancel_futures=True)
 
     async def _loop(self) -> None:
+        # the first pass at once: until a partition's view is loaded its fetches below
+        # the local start wait (handlers/fetch.py) instead of answering out of range
         interval = self.settings.task_interval_ms / 1000.0
         while True:
-            await asyncio.sleep(interval)
             try:
                 await self.run_once(wait=False)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("remote log manager pass failed")
+            await asyncio.sleep(interval)
 
     async def run_once(self, wait: bool = True) -> None:
         """Start a pass for every remote-enabled partition not already in one."""
         hosted = {}
+        disabled = {}
         for part in self._partitions():
-            if part.log.offline or not part.log.config.remote_storage_enable:
+            if part.log.offline:
+                continue
+            if not part.log.config.remote_storage_enable:
+                disabled[(part.topic, part.partition)] = part
                 continue
             key = (part.topic, part.partition)
             hosted[key] = part
@@ -172,20 +178,33 @@ class RemoteLogManager:
                 task.add_done_callback(self._passes.discard)
         for key, tier in list(self.tiers.items()):
             if key not in hosted and not tier.running:
+                off = disabled.get(key)
+                if off is not None and not off.log.config.remote_log_delete_on_disable:
+                    continue  # turned off, data kept: what the remote tier holds stays readable
                 del self.tiers[key]
                 if not self._topic_exists(tier.tip.topic_id):
                     await self._run(self.expirer, self.rsm.delete_partition, tier.tip)
                     log.info("%s: topic deleted: removed its remote tier", tier.tip)
+                elif off is not None and off.log.config.remote_log_delete_on_disable:
+                    # KIP-950: remote storage turned off with remote.log.delete.on.disable
+                    off.log.remote_start_offset = off.log.highest_remote_offset = -1
+                    if off.leader == self.node_id:
+                        await self._run(self.expirer, self.rsm.delete_partition, tier.tip)
+                        log.info("%s: remote storage disabled: removed its remote tier",
+                                 tier.tip)
         if wait:
             await asyncio.gather(*list(self._passes), return_exceptions=True)
 
-    async def _run(self, pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run_io(self, pool: ThreadPoolExecutor, fn: Callable[..., Any], *args: Any) -> Any:
+        """`fn(*args)` in one of the manager's thread pools."""
         return await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
 
+    _run = run_io
+
     async def _emit(self, rec: MetadataRecord) -> None:
-        if self._publish is not None:
+        if self.publish is not None:
             try:
-                await self._publish(rec)
+                await self.publish(rec)
             except Exception as e:  # noqa: BLE001 - the store's markers stay the truth
                 log.warning("cannot publish remote log metadata %s: %s", rec, e)
 
@@ -193,15 +212,17 @@ class RemoteLogManager:
     async def _pass(self, part: HostedPartition, tier: PartitionTier) -> None:
         try:
             leader = part.leader == self.node_id
-            if not tier.loaded or not leader:
-                tier.segments = await self._run(self.expirer, self.rsm.list_segments, tier.tip)
+            # reload as a follower every pass, and as leader once per leader epoch (a
+            # new leader removes what its predecessor's cut-short copies left)
+            if not tier.loaded or not leader or tier.leader_epoch != part.leader_epoch:
+                tier.leader_epoch = part.leader_epoch if leader else -1
+                tier.segments, orphans = await self._run(self.expirer, self.rsm.scan,
+                                                         tier.tip)
                 tier.loaded = True
-                if leader:
-                    orphans = await self._run(self.expirer, self.rsm.orphans, tier.tip)
-                    if orphans:
-                        log.info("%s: removing %d object(s) of copies cut short",
-                                 tier.tip, len(orphans))
-                        await self._run(self.expirer, self.rsm.delete_paths, orphans)
+                if leader and orphans:
+                    log.info("%s: removing %d object(s) of copies cut short",
+                             tier.tip, len(orphans))
+                    await self._run(self.expirer, self.rsm.delete_paths, orphans)
             self._publish_offsets(part.log, tier)
             if leader and not part.log.config.remote_log_copy_disable:
                 await self._copy_segments(part, tier)
@@ -209,15 +230,19 @@ class RemoteLogManager:
                 await self._expire(part, tier)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as e:  # noqa: BLE001 - the store may be down: retried next pass
             self.copy_errors += 1
-            log.exception("%s: tiered storage pass failed", tier.tip)
+            # the next pass lists the store again and removes what a failed copy left
+            tier.loaded = False
+            log.warning("%s: tiered storage pass failed (retried in the next pass): %r",
+                        tier.tip, e)
         finally:
             tier.running = False
 
     def _publish_offsets(self, plog: PartitionLog, tier: PartitionTier) -> None:
         plog.remote_start_offset = tier.start_offset
         plog.highest_remote_offset = self._lineage_end(plog, tier)
+        plog.remote_view_loaded = True
 
     def _lineage_end(self, plog: PartitionLog, tier: PartitionTier) -> int:
         """The highest remote offset of a segment whose leader epochs agree with the
@@ -294,7 +319,7 @@ class RemoteLogManager:
             by_time = config.retention_ms >= 0 and now - m.max_timestamp_ms > config.retention_ms
             by_size = (config.retention_bytes >= 0
                        and total - m.segment_size_in_bytes >= config.retention_bytes)
-            by_start = m.end_offset < tier.delete_before
+            by_start = m.end_offset < plog.remote_deleted_before
             if not (by_time or by_size or by_start):
                 break
             if m.end_offset >= plog.log_start_offset and not by_start:
@@ -318,7 +343,12 @@ class RemoteLogManager:
                                                         S.DELETE_SEGMENT_FINISHED))
         log.info("%s: deleted remote segment [%d, %d]", tier.tip, m.start_offset, m.end_offset)
 
-    # -- views for fetches and ListOffsets --------------------------------------------------
+    # -- views for fetches, ListOffsets and metrics ------------------------------------------
+    def hosted(self) -> list[HostedPartition]:
+        """The hosted partitions of remote-enabled topics."""
+        return [p for p in self._partitions()
+                if not p.log.offline and p.log.config.remote_storage_enable]
+
     def tier_of(self, topic: str, partition: int) -> PartitionTier | None:
         tier = self.tiers.get((topic, partition))
         return tier if tier is not None and tier.loaded else None

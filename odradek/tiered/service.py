@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 
 from ..config import BrokerConfig
+from .follower_restore import restore_follower_state
 from .metadata_records import MetadataRecord
 from .remote_log_manager import HostedPartition, RemoteLogManager
 from .remote_reader import RemoteReader
@@ -30,6 +31,9 @@ class RemoteTier:
         if not settings.enabled:
             return None
         return cls(RemoteLogManager(settings, node_id, partitions, topic_exists, publish))
+
+    async def restore_follower(self, part: HostedPartition, start: int) -> bool:
+        return await restore_follower_state(self.rlm, part, start)
 
     def start(self) -> None:
         self.rlm.start()

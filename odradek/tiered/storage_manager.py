@@ -18,6 +18,7 @@ Every method blocks (fsspec I/O): the RemoteLogManager calls them in executor th
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterable
@@ -35,6 +36,8 @@ from .metadata_records import (
 )
 
 __all__ = ["SUFFIXES", "LocalSegmentFiles", "RateLimiter", "RemoteStorageManager"]
+
+log = logging.getLogger(__name__)
 
 SUFFIXES = ("index", "timeindex", "txnindex", "snapshot", "leader-epoch-checkpoint", "log")
 MARKER = "metadata"
@@ -129,34 +132,65 @@ class RemoteStorageManager:
         self.fs.pipe_file(self.object_path(meta, "leader-epoch-checkpoint"),
                           files.leader_epoch_checkpoint)
         total += self._upload(files.log, self.object_path(meta, "log"))
-        self.fs.pipe_file(self.object_path(meta, MARKER), encode_value(meta))
+        # every part still there (a new leader may have removed a copy it took for an
+        # orphan while this one was under way): only then the marker
+        missing = [s for s in SUFFIXES if not self.fs.exists(self.object_path(meta, s))]
+        if missing:
+            raise FileNotFoundError(f"parts {missing} of {self.object_path(meta, 'log')} "
+                                    "vanished during the copy")
+        self._put_atomically(self.object_path(meta, MARKER), encode_value(meta))
         self.bytes_copied += total
         return total
+
+    def _put_atomically(self, path: str, data: bytes) -> None:
+        """An object store's PUT is atomic; a file system's write is not, so there the
+        marker is written beside and renamed into place."""
+        if "file" not in _protocols(self.fs):
+            self.fs.pipe_file(path, data)
+            return
+        tmp = path + ".tmp"
+        self.fs.pipe_file(tmp, data)
+        self.fs.mv(tmp, path)
 
     # -- reads ---------------------------------------------------------------------------
     def fetch(self, meta: RemoteLogSegmentMetadata, suffix: str, start: int = 0,
               end: int | None = None) -> bytes:
         """An object (or its bytes [start, end)), throttled by the fetch rate."""
-        data = bytes(self.fs.cat_file(self.object_path(meta, suffix), start=start, end=end))
+        path = self.object_path(meta, suffix)
+        if end is not None and end <= start:
+            return b""
+        # a whole object is read without a Range (S3 answers 416 to "bytes=0-" on an
+        # empty object, e.g. the offset index of a small segment)
+        data = bytes(self.fs.cat_file(path) if start == 0 and end is None
+                     else self.fs.cat_file(path, start=start, end=end))
         self.fetch_limit.acquire(len(data))
         self.bytes_fetched += len(data)
         return data
 
     def list_segments(self, tip: TopicIdPartition) -> list[RemoteLogSegmentMetadata]:
         """The visible (fully copied) segments of a partition, by start offset."""
-        out = []
-        for path in self._list(self.partition_dir(tip)):
-            if path.endswith("." + MARKER):
-                rec = decode_value(bytes(self.fs.cat_file(path)))
-                if isinstance(rec, RemoteLogSegmentMetadata):
-                    out.append(rec)
-        return sorted(out, key=lambda m: m.start_offset)
+        return self.scan(tip)[0]
 
     def orphans(self, tip: TopicIdPartition) -> list[str]:
-        """Object paths of copies cut short: no `metadata` marker beside them."""
+        """Object paths of copies cut short: no readable `metadata` marker beside them."""
+        return self.scan(tip)[1]
+
+    def scan(self, tip: TopicIdPartition) -> tuple[list[RemoteLogSegmentMetadata], list[str]]:
         names = self._list(self.partition_dir(tip))
-        marked = {_stem(p) for p in names if p.endswith("." + MARKER)}
-        return [p for p in names if _stem(p) not in marked]
+        segments, marked = [], set()
+        for path in names:
+            if path.endswith("." + MARKER):
+                try:
+                    rec = decode_value(bytes(self.fs.cat_file(path)))
+                except ValueError as e:
+                    log.warning("%s: unreadable marker, treated as a copy cut short: %s",
+                                path, e)
+                    continue
+                if isinstance(rec, RemoteLogSegmentMetadata):
+                    segments.append(rec)
+                    marked.add(_stem(path))
+        orphans = [p for p in names if _stem(p) not in marked or p.endswith(".tmp")]
+        return sorted(segments, key=lambda m: m.start_offset), orphans
 
     def _list(self, path: str) -> list[str]:
         try:
@@ -202,3 +236,8 @@ class RemoteStorageManager:
 def _stem(path: str) -> str:
     """`<baseOffset>-<segmentId>` of an object path (segment ids hold no dot)."""
     return path.rsplit("/", 1)[-1].split(".", 1)[0]
+
+
+def _protocols(fs: Any) -> tuple[str, ...]:
+    p = fs.protocol
+    return (p,) if isinstance(p, str) else tuple(p)

@@ -54,3 +54,23 @@ def test_a_copy_cut_short_is_an_invisible_orphan(tmp_path: Path) -> None:
     assert len(rsm.orphans(TIP)) == 6
     rsm.delete_paths(rsm.orphans(TIP))
     assert rsm.orphans(TIP) == []
+
+
+def test_a_torn_marker_makes_the_segment_an_orphan(tmp_path: Path) -> None:
+    rsm = RemoteStorageManager((tmp_path / "remote").as_uri())
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 0, 9, 1, 5, 6,
+                                    {0: 0}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rsm.copy_segment(meta, _files(tmp_path))
+    marker = Path(rsm.object_path(meta, "metadata"))
+    marker.write_bytes(marker.read_bytes()[:10])
+    segments, orphans = rsm.scan(TIP)
+    assert segments == [] and len(orphans) == 7
+
+
+def test_leader_epoch_checkpoint_round_trip() -> None:
+    from odradek.tiered.follower_restore import parse_checkpoint
+    from odradek.tiered.remote_log_manager import _checkpoint_text
+
+    entries = [(0, 0), (3, 150), (4, 900)]
+    assert parse_checkpoint(_checkpoint_text(entries)) == entries
+    assert parse_checkpoint(_checkpoint_text([])) == []

@@ -193,6 +193,8 @@ async def handle_delete_records(broker: AdminServices, ctx: RequestContext, req:
                               "low_watermark": plog.log_start_offset,
                               "error_code": E.OFFSET_OUT_OF_RANGE})
                 continue
+            # the remote tier's part goes asynchronously (tiered/remote_log_manager.py)
+            plog.remote_deleted_before = max(plog.remote_deleted_before, offset)
             if offset > plog.log_start_offset:
                 try:
                     plog.delete_records_before(offset)
@@ -201,6 +203,6 @@ async def handle_delete_records(broker: AdminServices, ctx: RequestContext, req:
                                   "error_code": E.KAFKA_STORAGE_ERROR})
                     continue
             parts.append({"partition_index": p.partition_index,
-                          "low_watermark": plog.log_start_offset, "error_code": 0})
+                          "low_watermark": plog.start_offset_with_remote, "error_code": 0})
         topics.append({"name": t.name, "partitions": parts})
     return {"topics": topics}

@@ -137,9 +137,10 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
         # so answer the TOPIC_AUTHORIZATION_FAILED at once instead of waiting
         max_wait_ms = 0
 
-    remote: list[RemoteWanted] = []
+    tiered = broker.remote_tier is not None
+    remote: list[RemoteWanted] | None = None
     while True:
-        remote = []
+        remote = [] if tiered else None
         answers, total_bytes, had_error, keys = _read_all(
             rm, broker.image, entries, max_bytes, use_ids, read_committed, readable, remote
         )
@@ -153,7 +154,7 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
                 rm, broker.image, entries, max_bytes, use_ids, read_committed, readable, remote
             )
             break
-    if remote and broker.remote_tier is not None:
+    if remote and broker.remote_tier is not None:  # remote: the partitions to read there
         await read_remote(broker.remote_tier.reader, answers, remote, read_committed)
 
     by_topic: dict[Any, list[dict[str, Any]]] = {}
@@ -247,6 +248,12 @@ def _read_all(
         upper = lso if read_committed else hw
         offset = sp.fetch_offset
         start = plog.start_offset_with_remote
+        if offset < start and plog.config.remote_storage_enable \
+                and not plog.remote_view_loaded and remote is not None:
+            # the remote tier's view is not loaded yet (just started): no answer yet
+            answers.append(_partition_answer(index, 0, hw, lso, start))
+            keys.append((name, index))
+            continue
         if offset < start or offset > plog.log_end_offset:
             answers.append(_partition_answer(index, E.OFFSET_OUT_OF_RANGE, hw, hw, start))
             had_error = True
