@@ -35,6 +35,7 @@ __all__ = [
     "ConfigSynonym",
     "InvalidConfig",
     "TopicConfigDef",
+    "check_topic_config_change",
     "config_synonyms",
     "describe_broker_config",
     "describe_topic_config",
@@ -125,6 +126,28 @@ def _check_pairs(parsed: Mapping[str, object]) -> None:
             raise InvalidConfig(local_key, f"Invalid value {local} for configuration "
                                 f"{local_key}: Value must not be more than {total_key} "
                                 f"property value: {total}")
+
+
+DISABLE_REMOTE_MESSAGE = (
+    "It is invalid to disable remote storage without deleting remote data. If you want "
+    "to keep the remote data and turn to read only, please set `remote.storage.enable="
+    "true,remote.log.copy.disable=true`. If you want to disable remote storage and delete "
+    "all remote data, please set `remote.storage.enable=false,"
+    "remote.log.delete.on.disable=true`.")
+
+
+def check_topic_config_change(old: Mapping[str, str | None],
+                              new: Mapping[str, str | None]) -> str | None:
+    """Rules on a topic's config change (KIP-950): remote storage is turned off only
+    with remote.log.delete.on.disable=true. The INVALID_CONFIG message, or None."""
+
+    def on(configs: Mapping[str, str | None], key: str) -> bool:
+        return str(configs.get(key) or "false").strip().lower() == "true"
+
+    if on(old, "remote.storage.enable") and not on(new, "remote.storage.enable") \
+            and not on(new, "remote.log.delete.on.disable"):
+        return DISABLE_REMOTE_MESSAGE
+    return None
 
 
 def topic_default(broker: BrokerConfig, key: str) -> object:

@@ -15,6 +15,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
+from ..topic_config import check_topic_config_change
 from . import records as R
 from .image import MetadataImage
 
@@ -369,14 +370,15 @@ class Controller:
             return None
         return Result(INVALID_REQUEST, f"Unsupported resource type {resource_type}")
 
-    def _validate(self, resource_type: int, configs: Mapping[str, str | None]) -> str | None:
+    def _validate(self, resource_type: int, configs: Mapping[str, str | None],
+                  current: Mapping[str, str | None]) -> str | None:
         if resource_type == R.RESOURCE_BROKER:
             assert self.validate_broker_configs is not None  # _config_target checked
             return self.validate_broker_configs(configs)
         if resource_type == R.RESOURCE_GROUP:
             assert self.validate_group_configs is not None  # _config_target checked
             return self.validate_group_configs(configs)
-        return self.validate_configs(configs)
+        return self.validate_configs(configs) or check_topic_config_change(current, configs)
 
     def incremental_alter_configs(
         self,
@@ -414,7 +416,7 @@ class Controller:
                     error = Result(INVALID_REQUEST, f"Unknown config operation {op}")
                     break
             if error is None:
-                message = self._validate(rtype, new)
+                message = self._validate(rtype, new, current)
                 if message:
                     error = Result(INVALID_CONFIG, message)
             if error:
@@ -440,7 +442,7 @@ class Controller:
                 results.append(problem)
                 continue
             new = {name: value for name, value in entries if value is not None}
-            message = self._validate(rtype, new)
+            message = self._validate(rtype, new, image.configs.get((rtype, rname), {}))
             if message:
                 results.append(Result(INVALID_CONFIG, message))
                 continue

@@ -388,7 +388,7 @@ def read_remote(part: RemoteSegmentPartition, schema: StructType) -> Iterator[An
         arrow_schema=to_arrow_schema(schema, timezone="UTC"),
         isolation_level=part.conf["isolation_level"], aborted=part.aborted,
         storage_options=part.conf["remote_fs"], index_url=seg.index_url,
-        base_offset=seg.base_offset, rows_per_batch=ARROW_BATCH_ROWS,
+        base_offset=seg.base_offset, rows_per_batch=ARROW_BATCH_ROWS, size=seg.size_bytes,
     )
 
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from odradek.protocol.records import (
     BATCH_OVERHEAD,
@@ -128,12 +128,26 @@ class AbortFilter:
         return header.is_transactional and header.producer_id in self.active
 
 
-def open_url(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
-    """(fsspec filesystem, path) of an object URL."""
-    from fsspec.core import url_to_fs
+_FILESYSTEMS: dict[str, Any] = {}
 
-    fs, path = url_to_fs(url, **(storage_options or {}))
-    return fs, path
+
+def open_url(url: str, storage_options: dict[str, Any] | None) -> tuple[Any, str]:
+    """(fsspec filesystem, path) of an object URL. One filesystem per protocol and
+    options for the life of the process: fsspec's own instance cache is per thread,
+    and a new s3fs client (session, credentials, connection pool) costs far more
+    CPU than reading a segment."""
+    import json
+
+    from fsspec.core import split_protocol, url_to_fs
+
+    options = json.dumps(storage_options or {}, sort_keys=True, default=str)
+    key = f"{split_protocol(url)[0] or 'file'} {options}"
+    fs = _FILESYSTEMS.get(key)
+    if fs is None:
+        fs, path = url_to_fs(url, **(storage_options or {}))
+        _FILESYSTEMS[key] = fs
+        return fs, path
+    return fs, fs._strip_protocol(url)
 
 
 def start_position(
@@ -205,6 +219,33 @@ def iter_batches(
         )
 
 
+class RangeReader:
+    """A read-only file over an object of known size: each read() is one ranged GET."""
+
+    def __init__(self, fs: Any, path: str, pos: int, size: int) -> None:
+        self.fs, self.path, self.pos, self.size = fs, path, pos, size
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def seek(self, pos: int) -> None:
+        self.pos = pos
+
+    def tell(self) -> int:
+        return self.pos
+
+    def read(self, n: int) -> bytes:
+        end = min(self.size, self.pos + n)
+        if end <= self.pos:
+            return b""
+        data = bytes(self.fs.cat_file(self.path, start=self.pos, end=end))
+        self.pos += len(data)
+        return data
+
+
 def _batch_length(buf: bytes, pos: int) -> int:
     return int.from_bytes(buf[pos + 8 : pos + 12], "big", signed=True)
 
@@ -225,17 +266,22 @@ def read_segment(
     chunk_bytes: int = DEFAULT_CHUNK_BYTES,
     rows_per_batch: int = DEFAULT_ROWS_PER_BATCH,
     stats: dict[str, int] | None = None,
+    size: int = 0,
 ) -> Iterator[Any]:
     """Yield Arrow record batches of the records at offsets [start, end) of the
     segment object ``log_url``; ``aborted`` is (producer id, first offset) of
-    the aborted transactions overlapping the range (see `collect_aborted`)."""
+    the aborted transactions overlapping the range (see `collect_aborted`).
+    With the object's ``size`` known (from its metadata) each chunk is one
+    ranged GET, without the HEAD and read-ahead cache of a file object."""
     builder = ArrowRecordBuilder(topic, partition, arrow_schema)
     abort_filter = AbortFilter(aborted) if isolation_level == "read_committed" else None
     fs, path = open_url(log_url, storage_options)
     first_byte = start_position(index_url, base_offset, start, storage_options)
     next_offset = None
     batches = 0
-    with fs.open(path, "rb", block_size=chunk_bytes) as f:
+    f = RangeReader(fs, path, first_byte, size) if size else fs.open(
+        path, "rb", block_size=chunk_bytes)
+    with f:
         f.seek(first_byte)
         for buf, header in iter_batches(f, log_url, chunk_bytes):
             if header.base_offset >= end:

@@ -79,6 +79,7 @@ class PartitionTier:
     segments: list[RemoteLogSegmentMetadata] = field(default_factory=list)
     loaded: bool = False
     running: bool = False
+    leader_epoch: int = -1  # the epoch this broker last loaded the view as leader in
 
     @property
     def start_offset(self) -> int:
@@ -211,7 +212,10 @@ class RemoteLogManager:
     async def _pass(self, part: HostedPartition, tier: PartitionTier) -> None:
         try:
             leader = part.leader == self.node_id
-            if not tier.loaded or not leader:
+            # reload as a follower every pass, and as leader once per leader epoch (a
+            # new leader removes what its predecessor's cut-short copies left)
+            if not tier.loaded or not leader or tier.leader_epoch != part.leader_epoch:
+                tier.leader_epoch = part.leader_epoch if leader else -1
                 tier.segments, orphans = await self._run(self.expirer, self.rsm.scan,
                                                          tier.tip)
                 tier.loaded = True
@@ -226,9 +230,12 @@ class RemoteLogManager:
                 await self._expire(part, tier)
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as e:  # noqa: BLE001 - the store may be down: retried next pass
             self.copy_errors += 1
-            log.exception("%s: tiered storage pass failed", tier.tip)
+            # the next pass lists the store again and removes what a failed copy left
+            tier.loaded = False
+            log.warning("%s: tiered storage pass failed (retried in the next pass): %r",
+                        tier.tip, e)
         finally:
             tier.running = False
 

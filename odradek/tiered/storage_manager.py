@@ -132,6 +132,12 @@ class RemoteStorageManager:
         self.fs.pipe_file(self.object_path(meta, "leader-epoch-checkpoint"),
                           files.leader_epoch_checkpoint)
         total += self._upload(files.log, self.object_path(meta, "log"))
+        # every part still there (a new leader may have removed a copy it took for an
+        # orphan while this one was under way): only then the marker
+        missing = [s for s in SUFFIXES if not self.fs.exists(self.object_path(meta, s))]
+        if missing:
+            raise FileNotFoundError(f"parts {missing} of {self.object_path(meta, 'log')} "
+                                    "vanished during the copy")
         self._put_atomically(self.object_path(meta, MARKER), encode_value(meta))
         self.bytes_copied += total
         return total

@@ -5,15 +5,17 @@ ListOffsets -2/-4/-5/-6, remote retention, topic deletion, kill -9 mid-copy."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from odradek.tiered.metadata_records import (
     RemoteLogSegmentMetadata,
@@ -191,9 +193,11 @@ def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
 
 
 def test_kill_during_copy_leaves_nothing_half_visible(broker_factory, topic_name):
-    # 40 kB/s: each 4 kB segment takes ~0.1 s and a kill lands mid-copy soon enough
+    # 40 kB/s: each 4 kB segment takes ~0.1 s and a kill lands mid-copy soon enough;
+    # remote reads at 40 kB/s too, so a kill lands mid-read as well
     proc = broker_factory({**TIERED_BROKER,
-                           "remote.log.manager.copy.max.bytes.per.second": "40000"})
+                           "remote.log.manager.copy.max.bytes.per.second": "40000",
+                           "remote.log.manager.fetch.max.bytes.per.second": "40000"})
     create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
     outs = _records()
     _produce(proc, topic_name, outs)
@@ -228,6 +232,20 @@ def test_kill_during_copy_leaves_nothing_half_visible(broker_factory, topic_name
     wait_until(lambda: not orphan(), timeout=30, desc="orphans removed")
     assert marked <= stems
 
+    # kill -9 during a remote read: the consumer goes on after the restart (the fetches
+    # below the local start wait for the remote view instead of answering out of range)
+    # and gets every record once, in order
+    def crash() -> None:
+        time.sleep(1.0)
+        proc.kill9()
+        proc.start()
+
+    crasher = threading.Thread(target=crash)
+    crasher.start()
+    got = ck_consume(proc.bootstrap, topic_name, N, timeout=90)
+    crasher.join()
+    assert [(r.offset, r.value) for r in got] == [(i, o.value) for i, o in enumerate(outs)]
+
 
 def test_disabling_with_delete_on_disable_empties_the_remote_tier(broker_factory, topic_name):
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
@@ -239,6 +257,13 @@ def test_disabling_with_delete_on_disable_empties_the_remote_tier(broker_factory
     wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
                desc="copied and deleted locally")
     admin = ck_admin(proc.bootstrap)
+    # KIP-950: off without deleting the remote data is refused
+    refused = ConfigResource("TOPIC", topic_name, incremental_configs=[
+        ConfigEntry("remote.storage.enable", "false",
+                    incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match="remote.log.delete.on.disable=true"):
+        for f in admin.incremental_alter_configs([refused]).values():
+            f.result(timeout=30)
     resource = ConfigResource("TOPIC", topic_name, incremental_configs=[
         ConfigEntry("remote.log.delete.on.disable", "true",
                     incremental_operation=AlterConfigOpType.SET),
@@ -251,3 +276,71 @@ def test_disabling_with_delete_on_disable_empties_the_remote_tier(broker_factory
     local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
     assert list_offsets(proc.port, topic_name, -2, 8)[1] == local_start
     assert list_offsets(proc.port, topic_name, -5, 9) == (0, -1)
+
+
+def test_read_committed_across_the_tiers_skips_aborted(broker_factory, topic_name):
+    from tests.integration.txn_helpers import read_values, txn_producer
+
+    proc = broker_factory({**TIERED_BROKER, "transaction.state.log.replication.factor": "1",
+                           "transaction.state.log.min.isr": "1"})
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    producer = txn_producer(proc.bootstrap, f"tx-{topic_name}")
+    committed: list[bytes] = []
+    everything: list[bytes] = []
+    for t in range(12):
+        producer.begin_transaction()
+        values = [b"t%02d-%03d-" % (t, i) + b"x" * 150 for i in range(20)]
+        for v in values:
+            producer.produce(topic_name, value=v, partition=0)
+        producer.flush(30)  # written before the abort (an abort purges unsent records)
+        everything += values
+        if t % 3 == 1:
+            producer.abort_transaction(30)
+        else:
+            producer.commit_transaction(30)
+            committed += values
+    root = _remote_root(proc)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="copied and deleted locally")
+    wait_until(lambda: list_offsets(proc.port, topic_name, -6, 11)[1]
+               == list_offsets(proc.port, topic_name, -5, 9)[1] + 1, timeout=30,
+               desc="copies settled")
+    # aborted transactions travel in the remote .txnindex (Kafka's format)
+    assert any(p.stat().st_size for p in remote_objects(root, topic_name, "txnindex"))
+    got = read_values(proc.bootstrap, topic_name, 1, "read_committed", expect=len(committed),
+                      timeout_s=60)
+    assert got == committed
+    got = read_values(proc.bootstrap, topic_name, 1, "read_uncommitted",
+                      expect=len(everything), timeout_s=60)
+    assert got == everything
+
+
+def test_java_client_reads_across_the_tiers(broker_factory, topic_name, tmp_path):
+    from tests.integration.test_java_client import COMPILE_TIMEOUT_S, _missing, kafka_jars
+
+    for tool in ("javac", "java"):
+        if shutil.which(tool) is None:
+            _missing(f"{tool} not on PATH (apt-get install default-jdk-headless)")
+    jars = os.pathsep.join(str(j) for j in kafka_jars())
+    source = Path(__file__).parent / "java" / "OdradekJavaTiered.java"
+    compiled = subprocess.run(["javac", "-Xlint:none", "-cp", jars, "-d", str(tmp_path),
+                               str(source)], capture_output=True, text=True,
+                              timeout=COMPILE_TIMEOUT_S, check=False)
+    assert compiled.returncode == 0, compiled.stderr
+    proc = broker_factory(TIERED_BROKER)
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    outs = _records(300)
+    _produce(proc, topic_name, outs)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="copied and deleted locally")
+    run = subprocess.run(["java", "-Xmx256m", "-cp", f"{tmp_path}{os.pathsep}{jars}",
+                          "OdradekJavaTiered", proc.bootstrap, topic_name, str(len(outs))],
+                         capture_output=True, text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert [ln for ln in lines if ln.startswith("REC ")] == [
+        f"REC {i} {o.key.decode()} {o.value.decode()}" for i, o in enumerate(outs)]
+    offsets = dict(ln.split()[1:] for ln in lines if ln.startswith("OFFSET "))
+    assert offsets["earliest"] == "0"
+    assert int(offsets["earliest-local"]) > 0
+    assert int(offsets["latest-tiered"]) >= int(offsets["earliest-local"]) - 1

@@ -88,3 +88,44 @@ def test_copy_read_and_delete_on_s3(broker_factory, topic_name, s3_server):  # n
     admin.delete_topics([topic_name])[topic_name].result(timeout=30)
     wait_until(lambda: not fs.find(f"{prefix}/{topic_name}-"), timeout=30,
                desc="the topic's objects removed from S3")
+
+
+def test_s3_restart_mid_copy_loses_nothing(broker_factory, topic_name, s3_server):  # noqa: F811
+    bucket = s3_server.bucket("odradek-tier")
+    prefix = f"{bucket}/restart-{topic_name[-10:]}"
+    # 8 kB/s: the copies take seconds, so the store goes away in the middle of them
+    proc = broker_factory({
+        **TIERED_BROKER,
+        "remote.log.manager.copy.max.bytes.per.second": "8000",
+        "rsm.config.url": f"s3://{prefix}",
+        "rsm.config.fs.endpoint_url": s3_server.endpoint_url,
+        "rsm.config.fs.key": s3_server.key,
+        "rsm.config.fs.secret": s3_server.secret,
+    })
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    outs = [Out(key=b"r%05d" % i, value=(b"restart-%05d-" % i) * (10 + i % 7), partition=0)
+            for i in range(N)]
+    ck_produce(proc.bootstrap, topic_name, outs, **{"linger.ms": 0, "batch.num.messages": 5,
+                                                     "compression.type": "none"})
+    fs = s3_server.fs()
+    wait_until(lambda: any(p.endswith(".log") for p in fs.find(prefix)), timeout=60,
+               desc="copies under way")
+    s3_server.restart()
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=90,
+               desc="copies resumed after the restart")
+    wait_until(lambda: list_offsets(proc.port, topic_name, -6, 11)[1]
+               == list_offsets(proc.port, topic_name, -5, 9)[1] + 1, timeout=90,
+               desc="copies settled")
+    assert "tiered storage pass failed" in proc.log_tail(500_000)  # the outage was seen
+    got = ck_consume(proc.bootstrap, topic_name, N, timeout=60)
+    assert [(r.key, r.value) for r in got] == [(o.key, o.value) for o in outs]
+    # every object left belongs to a visible segment: failed copies were cleaned up
+    wait_until(lambda: not _orphans(s3_server.fs(), prefix), timeout=30,
+               desc="no orphan left")
+
+
+def _orphans(fs, prefix: str) -> set[str]:
+    objects = fs.find(prefix)
+    stems = {p.rsplit("/", 1)[1].split(".", 1)[0] for p in objects}
+    marked = {p.rsplit("/", 1)[1].split(".", 1)[0] for p in objects if p.endswith(".metadata")}
+    return stems - marked

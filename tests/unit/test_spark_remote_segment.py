@@ -58,6 +58,8 @@ def test_every_codec_row_for_row(tmp_path: Path, codec: Compression) -> None:
         + build_batch(records(50, 30), base_offset=50, compression=codec)
     )
     table = read(seg, 0, 80, rows_per_batch=7)
+    ranged = read(seg, 0, 80, size=seg.stat().st_size, chunk_bytes=1000)  # ranged GETs
+    assert ranged.equals(table)
     assert table.column("offset").to_pylist() == list(range(80))
     assert table.column("key").to_pylist() == [f"k{i}".encode() for i in range(80)]
     assert table.column("value").to_pylist() == [f"value-{i}".encode() * 3 for i in range(80)]
@@ -149,6 +151,8 @@ def test_truncated_and_corrupt_objects_fail_clearly(tmp_path: Path) -> None:
     seg.write_bytes(whole[:-7])
     with pytest.raises(SegmentCorrupt, match="truncated: it ends inside a batch"):
         read(seg, 0, 10)
+    with pytest.raises(SegmentCorrupt, match="truncated: it ends inside a batch"):
+        read(seg, 0, 10, size=len(whole))  # the metadata's size is larger than the object
     seg.write_bytes(whole[: len(whole) // 2 + 1][: len(build_batch(records(0, 5), base_offset=0))])
     with pytest.raises(SegmentCorrupt, match="ends at offset 5 but offsets up to 9"):
         read(seg, 0, 10)

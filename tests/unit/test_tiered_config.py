@@ -59,3 +59,16 @@ def test_effective_local_retention(tmp_path: Path) -> None:
     assert lc.remote_storage_enable and lc.effective_local_retention_bytes == 5000
     lc = effective_log_config(config, {"local.retention.ms": "10", "retention.ms": "100"})
     assert (lc.effective_local_retention_ms, lc.retention_ms) == (10, 100)
+
+
+def test_disabling_remote_storage_needs_delete_on_disable() -> None:
+    from odradek.topic_config import check_topic_config_change
+
+    on = {"remote.storage.enable": "true"}
+    assert "remote.log.delete.on.disable=true" in (
+        check_topic_config_change(on, {"remote.storage.enable": "false"}) or "")
+    assert check_topic_config_change(on, {}) is not None
+    assert check_topic_config_change(on, {"remote.storage.enable": "false",
+                                          "remote.log.delete.on.disable": "true"}) is None
+    assert check_topic_config_change(on, {**on, "remote.log.copy.disable": "true"}) is None
+    assert check_topic_config_change({}, {"remote.storage.enable": "false"}) is None
