@@ -71,8 +71,7 @@ def test_starting_offsets_naming_a_partition_not_read_fail(
         _read(spark, bs, topic_name, startingOffsets=starting).count()
 
 
-def test_sink_acks_is_honoured_or_refused(spark: Any, spark_broker: Any, topic_name: str,
-                                          tmp_path: Any) -> None:
+def test_sink_acks_is_honoured_or_refused(spark: Any, spark_broker: Any, topic_name: str) -> None:
     bs = spark_broker.bootstrap
     create_topic(bs, topic_name, 1)
     (spark.createDataFrame([(f"v{i}",) for i in range(10)], "value string").write
@@ -92,14 +91,14 @@ def test_sink_acks_is_honoured_or_refused(spark: Any, spark_broker: Any, topic_n
     assert default["acks"] == "all" and default["enable.idempotence"] is True
     with pytest.raises(OdradekOptionError, match="'kafka.acks': expected one of"):
         parse_sink_options({**BS, "topic": "t", "kafka.acks": "2"})
-    # a streaming write whose guarantee is auto would pick exactly-once: refused
-    stream = (spark.readStream.format("rate").option("rowsPerSecond", "1").load()
-              .selectExpr("CAST(value AS STRING) AS value").writeStream.format("odradek")
-              .option("kafka.bootstrap.servers", bs).option("topic", topic_name)
-              .option("kafka.acks", "1")
-              .option("checkpointLocation", str(tmp_path / "checkpoint")).start())
-    with pytest.raises(Exception, match="acks=1 .*deliveryGuarantee=at-least-once"):
-        stream.awaitTermination(60)
+    # a streaming write whose guarantee is auto would pick exactly-once: refused when
+    # the stream writer is made (decide_exactly_once), before any broker is asked
+    from odradek.spark.writer import decide_exactly_once
+
+    with pytest.raises(OdradekOptionError, match="acks=1 .*deliveryGuarantee=at-least-once"):
+        decide_exactly_once(parse_sink_options({**BS, "topic": "t", "kafka.acks": "1"}))
+    assert decide_exactly_once(parse_sink_options(
+        {**BS, "topic": "t", "kafka.acks": "1", "deliveryGuarantee": "at-least-once"})) is False
 
 
 def test_sink_include_headers_is_refused_with_what_to_do() -> None:
