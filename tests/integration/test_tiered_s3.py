@@ -19,7 +19,13 @@ from tests.integration.clients import (
     wait_until,
 )
 from tests.integration.s3_server import s3_server  # noqa: F401 - the session fixture
-from tests.integration.tiered_helpers import TIERED_BROKER, list_offsets, tiered_topic
+from tests.integration.tiered_helpers import (
+    TIERED_BROKER,
+    list_offsets,
+    local_segment_bytes,
+    tiered_topic,
+    wait_copies_settled,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
@@ -44,9 +50,7 @@ def test_copy_read_and_delete_on_s3(broker_factory, topic_name, s3_server):  # n
     wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=60,
                desc="segments copied to S3 and deleted locally")
     assert list_offsets(proc.port, topic_name, -2, 8) == (0, 0)
-    wait_until(lambda: list_offsets(proc.port, topic_name, -6, 11)[1]
-               == list_offsets(proc.port, topic_name, -5, 9)[1] + 1, timeout=30,
-               desc="copies settled")
+    wait_copies_settled(proc.port, topic_name)
 
     fs = s3_server.fs()
     objects = fs.find(prefix)
@@ -60,9 +64,7 @@ def test_copy_read_and_delete_on_s3(broker_factory, topic_name, s3_server):  # n
     local = Path(proc.data_dir) / f"{topic_name}-0"
     for obj in logs[:3]:
         base = obj.rsplit("/", 1)[1].split("-", 1)[0]
-        kept = local / f"{base}.log"
-        kept = kept if kept.exists() else local / f"{base}.log.deleted"
-        assert fs.cat_file(obj) == kept.read_bytes()
+        assert fs.cat_file(obj) == local_segment_bytes(local, base)
 
     # dump-log reads a remote segment by URL
     dump = subprocess.run(
@@ -106,9 +108,7 @@ def test_s3_restart_mid_copy_loses_nothing(broker_factory, topic_name, s3_server
     s3_server.restart()
     wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=90,
                desc="copies resumed after the restart")
-    wait_until(lambda: list_offsets(proc.port, topic_name, -6, 11)[1]
-               == list_offsets(proc.port, topic_name, -5, 9)[1] + 1, timeout=90,
-               desc="copies settled")
+    wait_copies_settled(proc.port, topic_name)
     assert "tiered storage pass failed" in proc.log_tail(500_000)  # the outage was seen
     got = ck_consume(proc.bootstrap, topic_name, N, timeout=60)
     assert [(r.key, r.value) for r in got] == [(o.key, o.value) for o in outs]
