@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,21 +33,29 @@ pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 N = 400
 
 
-def test_copy_read_and_delete_on_s3(broker_factory, topic_name, s3_server):  # noqa: F811
-    bucket = s3_server.bucket("odradek-tier")
-    prefix = f"{bucket}/{topic_name[:20]}"
+def _start_and_produce(broker_factory, server, prefix: str, topic: str, tag: bytes,
+                       extra: dict[str, str] | None = None) -> tuple[Any, list[Out]]:
+    """A tiered broker on s3://<prefix> and N records produced to a new topic."""
     proc = broker_factory({
         **TIERED_BROKER,
         "rsm.config.url": f"s3://{prefix}",
-        "rsm.config.fs.endpoint_url": s3_server.endpoint_url,
-        "rsm.config.fs.key": s3_server.key,
-        "rsm.config.fs.secret": s3_server.secret,
+        "rsm.config.fs.endpoint_url": server.endpoint_url,
+        "rsm.config.fs.key": server.key,
+        "rsm.config.fs.secret": server.secret,
+        **(extra or {}),
     })
-    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
-    outs = [Out(key=b"k%05d" % i, value=(b"s3-%05d-" % i) * (15 + i % 11), partition=0)
+    create_topic(proc.bootstrap, topic, 1, config=tiered_topic())
+    outs = [Out(key=b"k%05d" % i, value=b"%s-%05d-" % (tag, i) * (12 + i % 11), partition=0)
             for i in range(N)]
-    ck_produce(proc.bootstrap, topic_name, outs, **{"linger.ms": 0, "batch.num.messages": 5,
-                                                     "compression.type": "none"})
+    ck_produce(proc.bootstrap, topic, outs, **{"linger.ms": 0, "batch.num.messages": 5,
+                                                "compression.type": "none"})
+    return proc, outs
+
+
+def test_copy_read_and_delete_on_s3(broker_factory, topic_name, s3_server):  # noqa: F811
+    bucket = s3_server.bucket("odradek-tier")
+    prefix = f"{bucket}/{topic_name[:20]}"
+    proc, outs = _start_and_produce(broker_factory, s3_server, prefix, topic_name, b"s3")
     wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=60,
                desc="segments copied to S3 and deleted locally")
     assert list_offsets(proc.port, topic_name, -2, 8) == (0, 0)
@@ -89,19 +98,9 @@ def test_s3_restart_mid_copy_loses_nothing(broker_factory, topic_name, s3_server
     bucket = s3_server.bucket("odradek-tier")
     prefix = f"{bucket}/restart-{topic_name[-10:]}"
     # 8 kB/s: the copies take seconds, so the store goes away in the middle of them
-    proc = broker_factory({
-        **TIERED_BROKER,
-        "remote.log.manager.copy.max.bytes.per.second": "8000",
-        "rsm.config.url": f"s3://{prefix}",
-        "rsm.config.fs.endpoint_url": s3_server.endpoint_url,
-        "rsm.config.fs.key": s3_server.key,
-        "rsm.config.fs.secret": s3_server.secret,
-    })
-    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
-    outs = [Out(key=b"r%05d" % i, value=(b"restart-%05d-" % i) * (10 + i % 7), partition=0)
-            for i in range(N)]
-    ck_produce(proc.bootstrap, topic_name, outs, **{"linger.ms": 0, "batch.num.messages": 5,
-                                                     "compression.type": "none"})
+    proc, outs = _start_and_produce(broker_factory, s3_server, prefix, topic_name,
+                                    b"restart",
+                                    {"remote.log.manager.copy.max.bytes.per.second": "8000"})
     fs = s3_server.fs()
     wait_until(lambda: any(p.endswith(".log") for p in fs.find(prefix)), timeout=60,
                desc="copies under way")
