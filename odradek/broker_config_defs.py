@@ -504,3 +504,6 @@ REJECTED_KAFKA_CONFIGS: dict[str, str] = {
 LISTENER_OVERRIDE_PREFIX = "listener.name."
 # rsm.config.fs.<option>: passed to the remote tier's fsspec filesystem as <option>.
 RSM_FS_PREFIX = "rsm.config.fs."
+# Prefixes whose keys the broker config keeps as given (`ignored`) for the part that
+# reads them: listener overrides, the remote tier's filesystem options.
+PASSED_THROUGH_PREFIXES = (LISTENER_OVERRIDE_PREFIX, RSM_FS_PREFIX)

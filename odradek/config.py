@@ -1,33 +1,31 @@
 """Broker configuration in Kafka's own words: `server.properties` keys, types and defaults.
 
 Theory of operation. `BrokerConfig.load(path, overrides)` reads a Java .properties file
-(`parse_properties`), applies `--override key=value` pairs on top, and checks every key
-against BROKER_CONFIGS, the table of broker keys odradek models (Kafka's name, type,
-default, validator, doc; it lives in odradek/broker_config_defs.py). The result is an
-immutable object with typed attributes for the keys the broker uses
-(`config.num_partitions`, `config.log_dirs`, ...), a generic `get(key)`, `items()` for
-DescribeConfigs, and `log_config()`, the broker-wide defaults mapped onto the
-topic-level LogConfig.
+(`parse_properties`), applies `--override key=value` pairs on top, and checks every key against
+BROKER_CONFIGS, the table of broker keys odradek models (Kafka's name, type, default,
+validator, doc; in odradek/broker_config_defs.py). The result is an immutable object with
+typed attributes for the keys the broker uses (`config.num_partitions`, `config.log_dirs`,
+...), a generic `get(key)`, `items()` for DescribeConfigs, and `log_config()`, the
+broker-wide defaults mapped onto the topic-level LogConfig.
 
-Rules for keys, because a broker that starts with a typo in its config is worse than one
-that refuses to start:
+Rules for keys (a broker that starts with a typo in its config is worse than one that stops):
 
 - a key in BROKER_CONFIGS is parsed and validated; a bad value is a ConfigError;
 - a key in IGNORED_KAFKA_CONFIGS is a real Kafka broker key odradek does not act on
   (yet): accepted, kept as text, and listed in one warning at start-up;
-- `listener.name.<listener>.<key>` per-listener overrides are kept as text for the
-  security layer (`listener_overrides()`);
-- `zookeeper.connect` is an error: odradek runs KRaft only, and a ZooKeeper-mode
-  server.properties would otherwise start a broker with an unintended cluster layout;
+- `listener.name.<listener>.<key>` (`listener_overrides()`) and `rsm.config.fs.<option>`
+  (tiered/settings.py) are kept as text for the part that reads them;
+- `zookeeper.connect` is an error: odradek runs KRaft only (a ZooKeeper-mode
+  server.properties would start a broker with an unintended cluster layout);
 - anything else is an unknown key and a ConfigError naming it.
 
-Where the code lives: the key table in broker_config_defs.py (definitions), the text
-formats in properties.py (.properties files, --override pairs) and endpoints.py
-(listeners, protocol map, quorum voters, per-IP connection overrides), and here the
-loading, validation and typed access (BrokerConfig).
+Where the code lives: the key table in broker_config_defs.py, the text formats in
+properties.py (.properties files, --override pairs) and endpoints.py (listeners, protocol
+map, quorum voters, per-IP connection overrides), and here loading, validation and typed
+access (BrokerConfig).
 
-Where odradek's defaults differ from Kafka's (so that `odradek server` with no config
-starts a working single node), the table says so in DIFFERENCES_FROM_KAFKA.
+Where odradek's defaults differ from Kafka's (so that `odradek server` with no config starts
+a working single node), the table says so in DIFFERENCES_FROM_KAFKA.
 Precedence as in Kafka: `log.roll.ms` over `log.roll.hours`, `log.roll.jitter.ms` over
 `log.roll.jitter.hours`, `log.retention.ms` over `.minutes` over `.hours`, `log.dirs`
 over `log.dir`; `node.id` and `broker.id` are one setting under two names.
@@ -51,8 +49,8 @@ from odradek.broker_config_defs import (
     DIFFERENCES_FROM_KAFKA,
     IGNORED_KAFKA_CONFIGS,
     LISTENER_OVERRIDE_PREFIX,
+    PASSED_THROUGH_PREFIXES,
     REJECTED_KAFKA_CONFIGS,
-    RSM_FS_PREFIX,
 )
 from odradek.configdef import ConfigError, closest, format_value
 from odradek.endpoints import (
@@ -84,8 +82,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-# Prefixes whose keys are kept as given (in `ignored`) for the part that reads them.
-_PASSED_THROUGH = (LISTENER_OVERRIDE_PREFIX, RSM_FS_PREFIX)
 
 # ----------------------------------------------------------------------------------------
 # BrokerConfig
@@ -140,7 +136,7 @@ class BrokerConfig:
                 elif key in REJECTED_KAFKA_CONFIGS:
                     raise ConfigError(key, REJECTED_KAFKA_CONFIGS[key],
                                       message=f"{key}: {REJECTED_KAFKA_CONFIGS[key]}")
-                elif key in IGNORED_KAFKA_CONFIGS or key.startswith(_PASSED_THROUGH):
+                elif key in IGNORED_KAFKA_CONFIGS or key.startswith(PASSED_THROUGH_PREFIXES):
                     ignored[key] = raw
                 else:
                     raise _unknown_key(key)
@@ -156,7 +152,7 @@ class BrokerConfig:
                 errors.append(e)
         if errors:
             raise errors[0] if len(errors) == 1 else _combined(errors)
-        unmodelled = sorted(k for k in ignored if not k.startswith(_PASSED_THROUGH))
+        unmodelled = sorted(k for k in ignored if not k.startswith(PASSED_THROUGH_PREFIXES))
         if unmodelled:
             log.warning("These Kafka configs are accepted but not used by odradek: %s",
                         ", ".join(unmodelled))

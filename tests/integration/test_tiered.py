@@ -38,9 +38,11 @@ from tests.integration.clients import (
 from tests.integration.tiered_helpers import (
     TIERED_BROKER,
     list_offsets,
+    local_segment_bytes,
     remote_objects,
     remote_partition_dir,
     tiered_topic,
+    wait_copies_settled,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
@@ -86,10 +88,13 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
     assert code == 0 and tiered >= local_start - 1
     code, pending = list_offsets(proc.port, topic_name, -6, 11)
     assert code == 0 and pending >= tiered + 1
-    # once the copies settle: the first offset pending upload follows the last tiered one
-    wait_until(lambda: list_offsets(proc.port, topic_name, -6, 11)[1]
-               == list_offsets(proc.port, topic_name, -5, 9)[1] + 1, timeout=20,
-               desc="-6 == -5 + 1")
+    # once the copies settle: the first offset pending upload follows the last tiered
+    # one, which is the end of the last closed segment
+    tiered = wait_copies_settled(proc.port, topic_name)
+    assert list_offsets(proc.port, topic_name, -6, 11) == (0, tiered + 1)
+    closed = sorted(int(p.name[:20]) for p in (Path(proc.data_dir) / f"{topic_name}-0")
+                    .glob("*.log"))
+    assert tiered + 1 == closed[-1]  # the active segment's base: all before it copied
     assert list_offsets(proc.port, topic_name, -5, 8)[0] == 35  # UNSUPPORTED_VERSION
     assert list_offsets(proc.port, topic_name, -1, 9) == (0, N)
 
@@ -107,10 +112,7 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
     assert logs and len(remote_objects(root, topic_name, "metadata")) == len(logs)
     for obj in logs:
         base = obj.name.split("-", 1)[0]
-        local = d / f"{base}.log"
-        if not local.exists():
-            local = d / f"{base}.log.deleted"
-        assert obj.read_bytes() == local.read_bytes(), obj.name
+        assert obj.read_bytes() == local_segment_bytes(d, base), obj.name
 
     got = ck_consume(proc.bootstrap, topic_name, N, timeout=60)
     assert [(r.key, r.value, r.offset) for r in got] == [
@@ -158,9 +160,7 @@ def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
     wait_until(lambda: list_offsets(proc.port, topic_name, -2, 8)[1] > 0, timeout=30,
                desc="remote retention moving the log start offset")
     # copies done (-6 follows -5), then a few retention passes: the start settles
-    wait_until(lambda: list_offsets(proc.port, topic_name, -6, 11)[1]
-               == list_offsets(proc.port, topic_name, -5, 9)[1] + 1, timeout=30,
-               desc="copies settled")
+    wait_copies_settled(proc.port, topic_name)
     time.sleep(1.0)
     start = list_offsets(proc.port, topic_name, -2, 8)[1]
     local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
@@ -302,9 +302,7 @@ def test_read_committed_across_the_tiers_skips_aborted(broker_factory, topic_nam
     root = _remote_root(proc)
     wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
                desc="copied and deleted locally")
-    wait_until(lambda: list_offsets(proc.port, topic_name, -6, 11)[1]
-               == list_offsets(proc.port, topic_name, -5, 9)[1] + 1, timeout=30,
-               desc="copies settled")
+    wait_copies_settled(proc.port, topic_name)
     # aborted transactions travel in the remote .txnindex (Kafka's format)
     assert any(p.stat().st_size for p in remote_objects(root, topic_name, "txnindex"))
     got = read_values(proc.bootstrap, topic_name, 1, "read_committed", expect=len(committed),

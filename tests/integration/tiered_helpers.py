@@ -59,3 +59,32 @@ def remote_partition_dir(remote_root: Path, topic: str, partition: int = 0) -> P
 def remote_objects(remote_root: Path, topic: str, suffix: str) -> list[Path]:
     d = remote_partition_dir(remote_root, topic)
     return sorted(d.glob(f"*.{suffix}")) if d is not None else []
+
+
+def local_segment_bytes(partition_dir: Path, base: str) -> bytes:
+    """A local segment's bytes, whether retention has renamed it `.deleted` yet or not
+    (it may do so between two looks)."""
+    for _ in range(3):
+        for name in (f"{base}.log", f"{base}.log.deleted"):
+            try:
+                return (partition_dir / name).read_bytes()
+            except FileNotFoundError:
+                continue
+    raise FileNotFoundError(f"{partition_dir}/{base}.log")
+
+
+def wait_copies_settled(port: int, topic: str, timeout: float = 60.0) -> int:
+    """Wait until the last tiered offset (ListOffsets -5) has something and has not
+    moved for a second (several task intervals): the copies of the closed segments are
+    done. Returns it."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        now = list_offsets(port, topic, -5, 9)[1]
+        if now >= 0 and now == last:
+            return now
+        last = now
+        time.sleep(1.0)
+    raise AssertionError(f"copies of {topic} did not settle in {timeout} s")
