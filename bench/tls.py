@@ -1,14 +1,16 @@
-"""What TLS costs: produce and consume throughput over SSL as a ratio of PLAINTEXT.
+"""What TLS costs: produce and consume throughput over SSL and SASL_SSL as a ratio of
+PLAINTEXT.
 
     python bench/tls.py             # 200,000 x 1 KiB records per listener
     python bench/tls.py --quick     # 10x fewer
 
-One odradek broker listens on a PLAINTEXT and an SSL listener (server
-authentication, certificates generated for the run, TLSv1.3). For each listener
+One odradek broker listens on a PLAINTEXT, an SSL and a SASL_SSL listener (server
+authentication, certificates generated for the run, TLSv1.3; SASL_SSL with a
+SCRAM-SHA-512 user, which costs the login, once per connection). For each listener
 in turn, one confluent-kafka producer (acks=1, linger.ms=5, compression none)
 writes the records into its own topic, then one consumer reads them all back
 from the beginning (assign(), no group). Reports records/s, MB/s and the
-broker's CPU (user+system / wall, psutil) per listener, and SSL/PLAINTEXT ratios.
+broker's CPU (user+system / wall, psutil) per listener, and the ratios to PLAINTEXT.
 Every workload has a deadline. JSON goes to bench/results/tls-<time>.json.
 """
 
@@ -27,6 +29,7 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
 from tests.integration.broker_proc import HOST, BrokerProcess, free_port
+from tests.integration.clients import upsert_scram
 from tests.integration.tls_certs import TlsFiles
 
 WORKLOAD_TIMEOUT_S = 300.0
@@ -98,19 +101,30 @@ def main() -> int:
     n = args.records // 10 if args.quick else args.records
     with tempfile.TemporaryDirectory(prefix="odradek-bench-tls-") as tmp:
         certs = TlsFiles(Path(tmp) / "certs")
-        ssl_port = free_port()
+        ssl_port, sasl_port = free_port(), free_port()
         broker = BrokerProcess(data_dir=Path(tmp) / "data", overrides={
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,"
+                                              "CONTROLLER:PLAINTEXT",
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'username="admin" password="admin-secret" user_admin="admin-secret";'),
             **certs.server_pem_config(),
         })
         broker.overrides["listeners"] = (f"PLAINTEXT://{HOST}:{broker.port},"
-                                         f"SSL://{HOST}:{ssl_port}")
+                                         f"SSL://{HOST}:{ssl_port},SASL_SSL://{HOST}:{sasl_port}")
         broker.start()
+        sasl_ssl = {"bootstrap.servers": f"{HOST}:{sasl_port}", "security.protocol": "SASL_SSL",
+                    "ssl.ca.location": str(certs.ca_pem)}
         results: dict[str, dict[str, float]] = {}
         try:
+            upsert_scram({**sasl_ssl, "sasl.mechanism": "PLAIN", "sasl.username": "admin",
+                          "sasl.password": "admin-secret"}, "bench", "bench-secret")
             for name, conf in (
                 ("PLAINTEXT", {"bootstrap.servers": broker.bootstrap}),
                 ("SSL", {"bootstrap.servers": f"{HOST}:{ssl_port}", **certs.librdkafka()}),
+                ("SASL_SSL", {**sasl_ssl, "sasl.mechanism": "SCRAM-SHA-512",
+                              "sasl.username": "bench", "sasl.password": "bench-secret"}),
             ):
                 topic = f"bench-{name.lower()}"
                 assert broker.pid is not None
@@ -134,13 +148,17 @@ def main() -> int:
     for name, r in results.items():
         print(f"{name:10} {r['produce_mb_s']:13.1f} {r['produce_broker_cores']:13.2f} "
               f"{r['consume_mb_s']:13.1f} {r['consume_broker_cores']:13.2f}")
-    ratio = {k: results["SSL"][k] / results["PLAINTEXT"][k]
-             for k in ("produce_mb_s", "consume_mb_s")}
-    print(f"{'SSL/PLAIN':10} {ratio['produce_mb_s']:13.2f} {'':13} {ratio['consume_mb_s']:13.2f}")
+    ratios = {name: {k: results[name][k] / results["PLAINTEXT"][k]
+                     for k in ("produce_mb_s", "consume_mb_s")}
+              for name in ("SSL", "SASL_SSL")}
+    for name, ratio in ratios.items():
+        print(f"{name + '/PLAIN':10} {ratio['produce_mb_s']:13.2f} {'':13} "
+              f"{ratio['consume_mb_s']:13.2f}")
+    ratio = ratios["SSL"]
     out = REPO_ROOT / "bench" / "results" / f"tls-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"records": n, "size": args.size, "results": results,
-                               "ratio": ratio}, indent=2))
+                               "ratio": ratio, "ratios": ratios}, indent=2))
     return 0
 
 

@@ -20,9 +20,7 @@ here) and ignored by the socket client; keys only the Java client has (e.g.
 from __future__ import annotations
 
 import argparse
-import ssl
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
@@ -32,9 +30,9 @@ from odradek.security.client_properties import (
     HANDLED_KEYS,
     JAVA_ONLY_KEYS,
     SECURITY_PROTOCOLS,
+    ClientSecurity,
     client_security,
 )
-from odradek.security.sasl import SaslClientConfig
 
 __all__ = ["JAVA_ONLY_KEYS", "SECURITY_PROTOCOLS", "CommandConfig", "CommandConfigError",
            "add_argument", "command_config_argument", "librdkafka_settings", "load"]
@@ -47,14 +45,15 @@ class CommandConfigError(ValueError):
 
 
 @dataclass(frozen=True)
-class CommandConfig:
-    """What one `--command-config FILE` says, for both kinds of client."""
+class CommandConfig(ClientSecurity):
+    """What one `--command-config FILE` says, for both kinds of client: its security
+    settings (`librdkafka` with the file's other keys too) and where it came from."""
 
-    path: str
-    security_protocol: str = "PLAINTEXT"
-    librdkafka: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    ssl_context: ssl.SSLContext | None = None
-    sasl: SaslClientConfig | None = None
+    path: str = ""
+
+    @property
+    def security_protocol(self) -> str:
+        return self.protocol
 
     def __repr__(self) -> str:  # librdkafka holds the password
         return f"CommandConfig({self.path}, {self.security_protocol}, {self.sasl!r})"
@@ -87,8 +86,8 @@ def _build(path: str, props: dict[str, str]) -> CommandConfig:
                    if k not in HANDLED_KEYS and k not in JAVA_ONLY_KEYS}
     _check_librdkafka_keys(passthrough)
     rdkafka = {**security.librdkafka, **passthrough}
-    return CommandConfig(path, security.protocol, MappingProxyType(rdkafka),
-                         security.ssl_context, security.sasl)
+    return CommandConfig(security.protocol, MappingProxyType(rdkafka), security.ssl_context,
+                         security.sasl, path=path)
 
 
 def _check_librdkafka_keys(passthrough: dict[str, str]) -> None:

@@ -164,3 +164,20 @@ def test_wrong_password_is_a_clear_error_not_a_hang(spark: Any, secured: Secured
         (df.write.format("odradek").options(**secured.sink_options("not-the-password"))
          .option("topic", name).mode("append").save())
     assert time.monotonic() - started < 90
+
+
+def test_an_untrusted_broker_certificate_is_a_clear_error(secured: SecuredBroker,
+                                                          tmp_path: Path) -> None:
+    """check_login, as the driver runs it before planning: a trust store without
+    the broker's CA fails at once with the TLS reason (no Spark job needed)."""
+    from odradek.spark.broker import OdradekAuthenticationError, check_login
+    from odradek.spark.options import parse_source_options
+
+    rogue = tmp_path / "rogue-ca.pem"
+    rogue.write_bytes(secured.certs.rogue_ca.cert_pem.bytes())
+    opts = parse_source_options({**secured.source_options(), "subscribe": "t",
+                                 "kafka.ssl.truststore.location": str(rogue)}, streaming=False)
+    started = time.monotonic()
+    with pytest.raises(OdradekAuthenticationError, match="refused the login"):
+        check_login(opts.bootstrap_servers, opts.kafka)
+    assert time.monotonic() - started < 30
