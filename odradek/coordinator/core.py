@@ -311,7 +311,13 @@ class GroupCoordinator(GroupState):
             self.groups[group_id] = ClassicGroup(group_id, self.config.limits, now_ms)
             return E.NONE
         if isinstance(group, ConsumerGroup):
-            return group.validate_offset_commit(member_id, generation)
+            code = group.validate_offset_commit(member_id, generation)
+            if api_version < 9 and member_id in group.members and code in (
+                    E.NONE, E.STALE_MEMBER_EPOCH):
+                # a consumer-protocol member must commit with OffsetCommit v9+
+                # (STALE_MEMBER_EPOCH came with v9); TxnOffsetCommit passes 9
+                return E.UNSUPPORTED_VERSION
+            return code
         if group.state == DEAD:
             return E.COORDINATOR_NOT_AVAILABLE
         if generation < 0 and group.state == EMPTY:

@@ -11,8 +11,9 @@ the appends of a Produce request, `TxnVerifier.verify` asks the coordinator's
 broker with AddPartitionsToTxn v4 and `verify_only=true`, one call for all
 such partitions of the request, and hands each partition a `Verified`:
 
-* an error: INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH / PRODUCER_FENCED as
-  the coordinator said; coordinator conditions a producer cannot act on in a
+* an error: INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH as the coordinator
+  said (PRODUCER_FENCED, which no Produce version carries, as
+  INVALID_PRODUCER_EPOCH: Kafka's AddPartitionsToTxnManager); coordinator conditions a producer cannot act on in a
   Produce answer (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
   COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, or no answer within
   `VERIFY_TIMEOUT_S`) become NOT_ENOUGH_REPLICAS, which every client retries,
@@ -108,6 +109,8 @@ class TxnVerifier:
                 code = codes.get(tp, E.COORDINATOR_NOT_AVAILABLE)
                 if code in _RETRIABLE:
                     code = E.NOT_ENOUGH_REPLICAS
+                elif code == E.PRODUCER_FENCED:
+                    code = E.INVALID_PRODUCER_EPOCH
                 if code != E.NONE:
                     logs[tp].producer_state.end_verification(producer_id, token)
                 verified[tp] = Verified(code, token if code == E.NONE else None)

@@ -20,6 +20,7 @@ from tests.integration.clients import Out, Wire, ck_common, ck_produce, create_t
 from tests.integration.test_groups_helpers import (
     Members,
     kio_call,
+    offset_commit_v8,
     start_group_broker,
     values,
 )
@@ -113,6 +114,32 @@ def test_kip848_members_share_partitions_and_take_over_when_one_leaves(
         m.close()
     d = describe(gbroker.bootstrap, group)
     assert d.group_state == "Empty"
+
+
+def test_kip848_member_commits_need_offset_commit_v9(gbroker, topic_name):
+    """A consumer-protocol member's OffsetCommit below v9 answers UNSUPPORTED_VERSION
+    (its errors, e.g. STALE_MEMBER_EPOCH, came with v9), as Kafka's ConsumerGroup
+    .validateOffsetCommit; v9 takes the member epoch and refuses a stale one."""
+    group = f"g848-{uuid.uuid4().hex[:8]}"
+    create_topic(gbroker.bootstrap, topic_name, 2)
+    m = Members()
+    try:
+        m.add("c1", ck_848(gbroker.bootstrap, group), [topic_name])
+        m.poll_until(lambda: m.balanced(2), desc="assigned")
+        (member,) = describe(gbroker.bootstrap, group).members
+
+        def commit(version: int, epoch: int) -> int:
+            body = offset_commit_v8(group, topic_name, {0: 1})
+            body.update(member_id=member.member_id, generation_id_or_member_epoch=epoch)
+            with Wire(gbroker.bootstrap) as w:
+                r = kio_call(w, api.ApiKey.OFFSET_COMMIT, version, body)
+            return r.topics[0].partitions[0].error_code.value
+
+        assert commit(8, member.member_epoch) == 35  # UNSUPPORTED_VERSION
+        assert commit(9, member.member_epoch) == 0
+        assert commit(9, member.member_epoch - 1) == 113  # STALE_MEMBER_EPOCH
+    finally:
+        m.close()
 
 
 def test_kip848_describe_unknown_group_is_group_id_not_found(gbroker):
