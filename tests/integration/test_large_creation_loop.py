@@ -23,6 +23,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 PARTITIONS = 4000
 MAX_STALL_S = 2.0
 MAX_DELETE_STALL_S = 5.0
+GROWN = 2001  # the timeout test's CreatePartitions: takes seconds, its timeout_ms is 50
+DELETED = 2000  # the deletion test's topic: a 20 s stall at 4,096 before delete_many
 FILES = 16_000  # 3 per partition, and room
 
 
@@ -96,7 +98,7 @@ def test_a_creation_past_its_timeout_ms_is_request_timed_out_and_goes_on(tmp_pat
         [f] = admin.create_topics([NewTopic(topic_name, 1, 1)]).values()
         f.result(timeout=60)
         started = time.monotonic()
-        [f] = admin.create_partitions([NewPartitions(topic_name, 3001)],
+        [f] = admin.create_partitions([NewPartitions(topic_name, GROWN)],
                                       operation_timeout=0.05, request_timeout=180).values()
         with pytest.raises(KafkaException) as e:
             f.result(timeout=120)
@@ -108,17 +110,17 @@ def test_a_creation_past_its_timeout_ms_is_request_timed_out_and_goes_on(tmp_pat
             return len(admin.list_topics(topic_name, timeout=30).topics[topic_name].partitions)
 
         deadline = time.monotonic() + 180
-        while partitions() < 3001:
+        while partitions() < GROWN:
             assert time.monotonic() < deadline, "the creation did not go on"
             time.sleep(0.5)
-        print(f"REQUEST_TIMED_OUT after {answered:.2f} s; 3,000 partitions added after "
+        print(f"REQUEST_TIMED_OUT after {answered:.2f} s; {GROWN - 1} partitions added after "
               f"{time.monotonic() - started:.1f} s")
     finally:
         proc.close()
 
 
 def test_deleting_a_large_topic_keeps_answering(tmp_path, topic_name):
-    """Deleting 4,000 partitions: the logs are renamed with one dir fsync and removed
+    """Deleting 2,000 partitions: the logs are renamed with one dir fsync and removed
     by a background thread (storage/log_manager.delete_many); before, each partition
     cost a dir fsync and a tree removal on the event loop (found by the fuzzer: a
     fresh connection went unanswered for over 10 s)."""
@@ -132,7 +134,7 @@ def test_deleting_a_large_topic_keeps_answering(tmp_path, topic_name):
         from confluent_kafka.admin import NewTopic
 
         admin = ck_admin(proc.bootstrap, **{"socket.timeout.ms": 180_000})
-        [f] = admin.create_topics([NewTopic(topic_name, PARTITIONS, 1)],
+        [f] = admin.create_topics([NewTopic(topic_name, DELETED, 1)],
                                   operation_timeout=120, request_timeout=180).values()
         f.result(timeout=240)
         gaps: list[float] = []
@@ -149,7 +151,7 @@ def test_deleting_a_large_topic_keeps_answering(tmp_path, topic_name):
         pinger.join(30)
         assert gaps and not pinger.is_alive()
         worst = max(gaps)
-        print(f"{PARTITIONS} partitions deleted in {took:.1f} s; slowest ApiVersions "
+        print(f"{DELETED} partitions deleted in {took:.1f} s; slowest ApiVersions "
               f"{worst * 1000:.0f} ms of {len(gaps)}")
         # the renames still run on the loop (a new log of the same name must not meet
         # the old dir): 1.8 s for 4,000 at load average 7, was the whole 20 s deletion
