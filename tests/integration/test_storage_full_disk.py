@@ -148,9 +148,10 @@ def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path)
                     sent += 1
                 p.poll(0.05)
             assert p.flush(120) == 0 and not errors, errors[:3]
-            for part in (0, 1):
-                view = cluster.partitions(topic)[part]
-                assert 2 not in view.isr and view.leader in (1, 3), view
+            for part in (0, 1):  # the controller's ISR change reaches Metadata soon after
+                cluster.wait_for_partition(
+                    topic, part, lambda v: 2 not in v.isr and v.leader in (1, 3),
+                    "broker 2 out of the ISR", timeout_s=60)
 
             b2.stop()
             fs.grow(64 * MIB)
