@@ -28,6 +28,16 @@ DELETED = 2000  # the deletion test's topic: a 20 s stall at 4,096 before delete
 FILES = 16_000  # 3 per partition, and room
 
 
+def _broker_with_files(tmp_path) -> BrokerProcess:
+    """A broker under an open-files limit of FILES (skipped if the hard limit is lower
+    and this is not root: a real missing resource)."""
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if not (hard == resource.RLIM_INFINITY or hard >= FILES or os.geteuid() == 0):
+        pytest.skip(f"needs an open-files limit of {FILES} (hard limit {hard})")
+    return BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log",
+                         wrapper=["prlimit", f"--nofile={FILES}:{FILES}"], ready_timeout_s=60)
+
+
 def _start_pinger(bootstrap: str, gaps: list[float], stop: threading.Event) -> threading.Thread:
     """ApiVersions on one connection every 20 ms until `stop`; each wait into `gaps`."""
     def ping() -> None:
@@ -84,11 +94,7 @@ def test_large_create_topics_keeps_answering(tmp_path, topic_name):
 def test_a_creation_past_its_timeout_ms_is_request_timed_out_and_goes_on(tmp_path, topic_name):
     """Kafka's controller answers REQUEST_TIMED_OUT when a CreateTopics or
     CreatePartitions outlasts its timeout_ms, and the creation may still complete."""
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if not (hard == resource.RLIM_INFINITY or hard >= FILES or os.geteuid() == 0):
-        pytest.skip(f"needs an open-files limit of {FILES} (hard limit {hard})")
-    proc = BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log",
-                         wrapper=["prlimit", f"--nofile={FILES}:{FILES}"], ready_timeout_s=60)
+    proc = _broker_with_files(tmp_path)
     try:
         proc.start()
         from confluent_kafka import KafkaError, KafkaException
@@ -124,11 +130,7 @@ def test_deleting_a_large_topic_keeps_answering(tmp_path, topic_name):
     by a background thread (storage/log_manager.delete_many); before, each partition
     cost a dir fsync and a tree removal on the event loop (found by the fuzzer: a
     fresh connection went unanswered for over 10 s)."""
-    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if not (hard == resource.RLIM_INFINITY or hard >= FILES or os.geteuid() == 0):
-        pytest.skip(f"needs an open-files limit of {FILES} (hard limit {hard})")
-    proc = BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log",
-                         wrapper=["prlimit", f"--nofile={FILES}:{FILES}"], ready_timeout_s=60)
+    proc = _broker_with_files(tmp_path)
     try:
         proc.start()
         from confluent_kafka.admin import NewTopic
