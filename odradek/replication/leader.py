@@ -74,6 +74,15 @@ class PartitionLeader:
             self.pending_additions = frozenset()
             self.pending_partition_epoch = partition_epoch
 
+    def refused(self, partition_epoch: int) -> None:
+        """The controller refused, at `partition_epoch`, the proposal based on it
+        (INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED): nothing was committed, so
+        its additions stop counting. Without this a follower refused because it
+        was fenced (its log dir failed) would hold the high watermark forever:
+        it fetches no more, and no newer partition epoch comes to settle it."""
+        if partition_epoch == self.pending_partition_epoch:
+            self.pending_additions = frozenset()
+
     def maximal_isr(self, isr: Iterable[int]) -> set[int]:
         return set(isr) | self.pending_additions
 

@@ -51,6 +51,12 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 
 
+# AlterPartition errors that say the controller looked at the proposal at its
+# partition epoch and did not commit it (Kafka's leader resets to its committed
+# ISR on these; on the others the metadata log settles the outcome).
+_REFUSED = frozenset({E.OPERATION_NOT_ATTEMPTED, E.INELIGIBLE_REPLICA})
+
+
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
 
@@ -139,12 +145,18 @@ class LeaderReplication:
             replica_id, fetch_offset, plog.log_end_offset, now_ms()
         ):
             return
-        if replica_id not in part.isr and may_join_isr(
+        if replica_id not in part.isr and self._isr_eligible(replica_id) and may_join_isr(
             fetch_offset, plog.high_watermark, plog.leader_epoch_cache.entries,
             part.leader_epoch, plog.log_end_offset,
         ):
             self._alter_isr(part, [r for r in part.replicas if r in part.isr or r == replica_id])
         self.maybe_advance_high_watermark(part)
+
+    def _isr_eligible(self, replica_id: int) -> bool:
+        """Kafka's leader proposes no follower the controller would refuse: a
+        broker fenced or in controlled shutdown (its dir may have failed)."""
+        b = self.broker.image.brokers.get(replica_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
 
     # -- ISR shrink ------------------------------------------------------------------------------
 
@@ -194,6 +206,7 @@ class LeaderReplication:
 
     async def _send_alter(self, part: Partition, new_isr: list[int]) -> None:
         key = (part.topic, part.partition)
+        proposed_epoch = part.partition_epoch
         try:
             answer = await self.broker.alter_partition(
                 str(part.topic_id), part.partition, part.leader_epoch, part.partition_epoch,
@@ -214,6 +227,12 @@ class LeaderReplication:
             elif answer.error_code:
                 log.info("%s-%d: AlterPartition %s answered error %d", part.topic,
                          part.partition, new_isr, answer.error_code)
+                leader = self.followers.get(key)
+                if leader is not None and answer.error_code in _REFUSED:
+                    # a definite no at this partition epoch: back to the committed ISR
+                    leader.refused(proposed_epoch)
+                    self.maybe_advance_high_watermark(part)
+                    self.hw_waiters.notify(key)
         except Exception as e:  # noqa: BLE001 - any failure: log, back off, retry later
             log.warning("%s-%d: AlterPartition failed: %s", part.topic, part.partition, e)
             await asyncio.sleep(0.1)

@@ -109,10 +109,6 @@ def test_single_node_full_disk_comes_back_after_the_space_is_repaired(tmp_path, 
             proc.close()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "known intermittent bug (issue 15): in 1 of 2 fresh-clone CI runs and about 1 in 10 "
-    "helper runs, acks=all deliveries timed out after 120 s once broker 2's dir filled "
-    "(the ISR did not shrink or leadership did not move in time); under investigation"))
 def test_cluster_replica_on_a_full_disk_catches_up_and_rejoins_the_isr(tmp_path):
     """Three brokers, RF=3; broker 2's log dir is a small filesystem (its
     metadata log elsewhere). It fills, the dir goes offline, the others go on

@@ -158,7 +158,8 @@ class ReplicationSimulation(BrokerSide):
                 body["partition_epoch"], body["isr"])
             self._commit(records)
             self._send(CONTROLLER, src, "alter_answer", {
-                "corr": body["corr"], "partition": body["partition"], "answer": answer})
+                "corr": body["corr"], "partition": body["partition"], "answer": answer,
+                "partition_epoch": body["partition_epoch"]})
         elif kind == "metadata":
             after = [(o, recs) for o, recs in c.log if o >= body["from_offset"]][:20]
             self._send(CONTROLLER, src, "metadata_answer", {"corr": body["corr"],

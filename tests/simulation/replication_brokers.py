@@ -13,6 +13,7 @@ from typing import Any
 
 from odradek.metadata import cluster_control as CC
 from odradek.metadata.image import MetadataImage, apply
+from odradek.protocol.errors import OPERATION_NOT_ATTEMPTED
 from odradek.replication.follower import (
     diverging_epoch,
     follower_high_watermark,
@@ -294,6 +295,12 @@ class BrokerSide(SimulationBase):
                     leader.observe_partition_epoch(a.partition_epoch)
                 self.log(f"broker {b.node_id} partition {p}: ISR now {view.isr}")
                 self._maybe_advance_hw(b, p)
+            elif a.error_code in (CC.INELIGIBLE_REPLICA, OPERATION_NOT_ATTEMPTED):
+                # refused at the proposal's partition epoch: nothing committed
+                leader = b.leaders.get(p)
+                if leader is not None:
+                    leader.refused(body["partition_epoch"])
+                    self._maybe_advance_hw(b, p)
         elif kind == "fetch":
             if b.serving:
                 self._answer_fetch(b, src, body)

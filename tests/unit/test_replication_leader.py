@@ -88,3 +88,21 @@ def test_acks_all_waits_for_the_high_watermark_and_checks_min_insync() -> None:
     assert acks_all_outcome(9, 10, 3, 2) is None
     assert acks_all_outcome(10, 10, 3, 2) == 0
     assert acks_all_outcome(10, 10, 1, 2) == NOT_ENOUGH_REPLICAS_AFTER_APPEND
+
+
+def test_a_refused_expansion_stops_counting_its_additions() -> None:
+    # Seen on a 3-node cluster: a follower whose only log dir filled was fenced
+    # and left the ISR; its last fetch, already at the high watermark, made the
+    # leader ask to add it back; the controller refused (INELIGIBLE_REPLICA) at
+    # that partition epoch. Counting it on would hold the high watermark (and
+    # every acks=all produce) until some later epoch change, which never came.
+    leader = _leader()
+    leader.on_follower_fetch(2, 10, 10, now_ms=5)
+    leader.on_follower_fetch(3, 8, 10, now_ms=5)
+    leader.propose_isr((1, 2), (1, 2, 3), partition_epoch=4)
+    assert leader.high_watermark((1, 2), 12) == 8
+    leader.refused(3)  # an answer about an older proposal settles nothing
+    assert leader.high_watermark((1, 2), 12) == 8
+    leader.refused(4)
+    assert leader.maximal_isr((1, 2)) == {1, 2}
+    assert leader.high_watermark((1, 2), 12) == 10
