@@ -1,18 +1,31 @@
-"""`odradek cluster up`: a local cluster for development.
+"""`odradek cluster up|status|down`: a local cluster for development.
 
     odradek cluster up --brokers 3 [--controllers 1] [--data-dir DIR] [--base-port 9092]
-                       [--combined] [--sasl-ssl [--admin-password PW]]
+                       [--controller-port P] [--first-broker-id 1] [--first-controller-id 100]
+                       [--racks r1,r2,...] [--override KEY=VALUE ...]
+                       [--node-override ID:KEY=VALUE ...] [--combined]
+                       [--sasl-ssl [--admin-password PW]]
+    odradek cluster status --data-dir DIR [-o json]
+    odradek cluster down --data-dir DIR [--timeout S]
 
-Starts, on 127.0.0.1, the controllers (`process.roles=controller`, node ids
-100, 101, ..., the voters of the metadata quorum, ports base-port + 100, ...;
-one by default, three make a quorum that survives the loss of one) and N
-brokers (`process.roles=broker`, node ids 1..N, ports base-port ..
-base-port + N - 1), each an `odradek server` child process with its own log
-dir under DIR and its log in DIR/<node>.log. With `--combined`, node 1 is
-both the controller and a broker (`process.roles=broker,controller`) and no
-separate controller runs. The dirs are formatted first (`odradek storage
-format`) with one cluster id. Ctrl-C (or SIGTERM) stops every node, brokers
-first (a controlled shutdown each), the controller last.
+`up` starts, on 127.0.0.1, the controllers (`process.roles=controller`, node ids
+100, 101, ... or from --first-controller-id, the voters of the metadata quorum,
+ports --controller-port, +1, ...: base-port + 100 unless given; one by default,
+three make a quorum that survives the loss of one) and N brokers
+(`process.roles=broker`, node ids 1..N or from --first-broker-id, ports
+base-port .. base-port + N - 1), each an `odradek server` child process with its
+own log dir under DIR and its log in DIR/<node>.log. `--racks a,b,c` gives the
+brokers `broker.rack` in turn (rack-aware replica placement); `--override` passes
+a server setting to every node, `--node-override 2:log.retention.ms=1000` to one
+(both after the generated ones). With `--combined`, the first broker is also the
+controller (`process.roles=broker,controller`) and no separate controller runs.
+The dirs are formatted first (`odradek storage format`) with one cluster id. Every
+port is checked free before anything starts. Ctrl-C (or SIGTERM, or `cluster down`)
+stops every node, brokers first (a controlled shutdown each), the controllers last.
+
+`up` writes DIR/cluster.json (cli/cluster_state.py); `status` reads it and shows
+each node's process and port, exit 0 when every node is up, 1 otherwise; `down`
+stops the cluster `up` started there and waits for it.
 
 With `--sasl-ssl` every listener is SASL_SSL (the client one is named SASL_SSL):
 certificates made with `cryptography`, PLAIN between the nodes, SCRAM for clients,
@@ -37,6 +50,15 @@ from typing import Any
 
 from . import cluster_security
 from .cluster_security import LISTENER
+from .cluster_state import (
+    STATUS_HEADER,
+    ClusterState,
+    NodeState,
+    StateError,
+    read_state,
+    status_rows,
+)
+from .output import add_format_argument, is_json, print_json, print_table
 
 HOST = "127.0.0.1"
 CONTROLLER_ID = 100
@@ -46,9 +68,11 @@ STOP_TIMEOUT_S = 20.0
 
 def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
                    voters: str, data_dir: Path, cluster_id: str,
-                   secured: bool = False) -> list[str]:
+                   secured: bool = False, rack: str | None = None,
+                   extra: list[tuple[str, str]] | None = None) -> list[str]:
     """The `--override` arguments of one node (with `secured`, the listeners'
-    names and protocols; the other security keys are in the `-c` file)."""
+    names and protocols; the other security keys are in the `-c` file); `extra`
+    (the user's overrides) come last and win."""
     name = LISTENER if secured else "PLAINTEXT"
     broker_listener = f"{name}://{HOST}:{port}"
     controller_listener = f"CONTROLLER://{HOST}:{controller_port}"
@@ -72,10 +96,82 @@ def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
         # clients and followers reach brokers on one listener
         settings["advertised.listeners"] = broker_listener
         settings["inter.broker.listener.name"] = name
+        if rack:
+            settings["broker.rack"] = rack
     out: list[str] = []
-    for key, value in settings.items():
+    for key, value in [*settings.items(), *(extra or [])]:
         out += ["--override", f"{key}={value}"]
     return out
+
+
+class UsageError(Exception):
+    """A bad combination of `cluster up` flags (exit 2)."""
+
+
+def _setting(text: str, flag: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or key != key.strip():
+        raise UsageError(f"{flag} {text!r}: expected KEY=VALUE")
+    return key, value
+
+
+def _node_setting(text: str) -> tuple[int, str, str]:
+    node, sep, rest = text.partition(":")
+    if not sep or not node.strip().isdigit():
+        raise UsageError(f"--node-override {text!r}: expected NODE_ID:KEY=VALUE")
+    key, value = _setting(rest, "--node-override")
+    return int(node), key, value
+
+
+Node = tuple[str, int, str, int]  # (name, node id, roles, port to wait on)
+
+
+def plan(args: argparse.Namespace) -> tuple[list[Node], dict[int, int], dict[int, str]]:
+    """The nodes `up` starts, the CONTROLLER port of each voter and the rack of
+    each broker; UsageError on flags that cannot make a cluster."""
+    if args.brokers < 1:
+        raise UsageError("--brokers must be at least 1")
+    if args.controllers < 1 or (args.combined and args.controllers != 1):
+        raise UsageError("--controllers must be at least 1 (exactly 1 with --combined)")
+    if args.first_broker_id < 0 or args.first_controller_id < 0:
+        raise UsageError("node ids must not be negative")
+    controller_port = (args.controller_port if args.controller_port is not None
+                       else args.base_port + 100)
+    nodes: list[Node] = []
+    controller_ports: dict[int, int] = {}
+    broker_ids = [args.first_broker_id + i for i in range(args.brokers)]
+    if args.combined:
+        first = broker_ids[0]
+        nodes.append((f"node-{first}", first, "broker,controller", args.base_port))
+        controller_ports[first] = controller_port
+        brokers = list(enumerate(broker_ids))[1:]
+    else:
+        for i in range(args.controllers):
+            node_id = args.first_controller_id + i
+            name = "controller" if args.controllers == 1 else f"controller-{node_id}"
+            nodes.append((name, node_id, "controller", controller_port + i))
+            controller_ports[node_id] = controller_port + i
+        brokers = list(enumerate(broker_ids))
+    for i, node_id in brokers:
+        nodes.append((f"broker-{node_id}", node_id, "broker", args.base_port + i))
+    ids = [n[1] for n in nodes]
+    if len(set(ids)) != len(ids):
+        raise UsageError(f"node ids clash: brokers {broker_ids[0]}..{broker_ids[-1]}, "
+                         f"controllers from {args.first_controller_id} "
+                         "(--first-broker-id / --first-controller-id)")
+    ports = [n[3] for n in nodes if "broker" in n[2]] + list(controller_ports.values())
+    if any(p < 1 or p > 65535 for p in ports):
+        raise UsageError(f"ports {min(ports)}..{max(ports)} leave 1..65535 "
+                         "(--base-port / --controller-port)")
+    if len(set(ports)) != len(ports):
+        raise UsageError(f"the broker ports ({args.base_port}..) and the controller "
+                         f"ports ({controller_port}..) overlap: choose --controller-port")
+    racks = [r.strip() for r in args.racks.split(",")] if args.racks else []
+    if args.racks is not None and (not racks or any(not r for r in racks)):
+        raise UsageError(f"--racks {args.racks!r}: expected a comma-separated list of names")
+    broker_nodes = [n for n in nodes if "broker" in n[2]]
+    rack_of = {n[1]: racks[i % len(racks)] for i, n in enumerate(broker_nodes)} if racks else {}
+    return nodes, controller_ports, rack_of
 
 
 def _password_problem(password: str | None) -> str | None:
@@ -108,29 +204,30 @@ def _wait_open(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
 def run_up(args: argparse.Namespace) -> int:
     from .storage import random_uuid
 
+    try:
+        nodes, controller_ports, rack_of = plan(args)
+        common = [_setting(o, "--override") for o in args.override]
+        per_node: dict[int, list[tuple[str, str]]] = {}
+        for text in args.node_override:
+            node_id, key, value = _node_setting(text)
+            if node_id not in {n[1] for n in nodes}:
+                raise UsageError(f"--node-override {text!r}: no node {node_id} in this "
+                                 f"cluster ({', '.join(str(n[1]) for n in nodes)})")
+            per_node.setdefault(node_id, []).append((key, value))
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    busy = sorted({n[3] for n in nodes} | set(controller_ports.values()))
+    busy = [p for p in busy if _port_open(p)]
+    if busy:
+        print(f"error: port(s) {', '.join(map(str, busy))} on {HOST} already in use: "
+              "choose --base-port / --controller-port", file=sys.stderr)
+        return 1
     base = Path(args.data_dir or tempfile.mkdtemp(prefix="odradek-cluster-"))
     base.mkdir(parents=True, exist_ok=True)
     cluster_id = args.cluster_id or random_uuid()
-    controller_port = args.base_port + 100
-    if args.controllers < 1 or (args.combined and args.controllers != 1):
-        print("error: --controllers must be at least 1 (exactly 1 with --combined)",
-              file=sys.stderr)
-        return 1
-    nodes: list[tuple[str, int, str, int]] = []  # (name, node id, roles, port to wait on)
-    controller_ports: dict[int, int] = {}  # node id -> its CONTROLLER port
-    if args.combined:
-        nodes.append(("node-1", 1, "broker,controller", args.base_port))
-        controller_ports[1] = controller_port
-        first_broker = 2
-    else:
-        for i in range(args.controllers):
-            name = "controller" if args.controllers == 1 else f"controller-{CONTROLLER_ID + i}"
-            nodes.append((name, CONTROLLER_ID + i, "controller", controller_port + i))
-            controller_ports[CONTROLLER_ID + i] = controller_port + i
-        first_broker = 1
     voters = ",".join(f"{n}@{HOST}:{port}" for n, port in controller_ports.items())
-    for i in range(first_broker, args.brokers + 1):
-        nodes.append((f"broker-{i}", i, "broker", args.base_port + i - 1))
+    controller_port = min(controller_ports.values())
     security = None
     if args.sasl_ssl:
         problem = _password_problem(args.admin_password)
@@ -159,16 +256,26 @@ def run_up(args: argparse.Namespace) -> int:
             config = ["-c", str(security.server_properties)] if security else []
             cmd = [sys.executable, "-m", "odradek", "server", *config, *node_overrides(
                 node_id, roles, port, controller_ports.get(node_id, controller_port), voters,
-                data_dir, cluster_id, secured=security is not None)]
+                data_dir, cluster_id, secured=security is not None,
+                rack=rack_of.get(node_id), extra=common + per_node.get(node_id, []))]
             log_file = open(base / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
             proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             log_file.close()
             procs.append((name, proc))
             _wait_open(port, proc, name)
-            print(f"{name}: node {node_id} ({roles}) on {HOST}:{port}, log {base / name}.log")
+            rack = f", rack {rack_of[node_id]}" if node_id in rack_of else ""
+            print(f"{name}: node {node_id} ({roles}) on {HOST}:{port}{rack}, "
+                  f"log {base / name}.log")
         brokers = [f"{HOST}:{port}" for _, _, roles, port in nodes if "broker" in roles]
+        state = ClusterState(cluster_id, os.getpid(), str(base), [
+            NodeState(name, node_id, roles, port, proc.pid, str(base / f"{name}.log"),
+                      rack_of.get(node_id))
+            for (name, node_id, roles, port), (_, proc) in zip(nodes, procs)])
+        state.write()
         print(f"cluster {cluster_id} up; bootstrap servers: {','.join(brokers)}")
+        print(f"data dir {base}: `odradek cluster status --data-dir {base}`, "
+              f"`odradek cluster down --data-dir {base}`")
         if security is not None:
             print(f"SASL_SSL: client properties (--command-config, user admin, "
                   f"SCRAM-SHA-512): {security.admin_properties}")
@@ -204,6 +311,52 @@ def run_up(args: argparse.Namespace) -> int:
                     proc.wait()
 
 
+def run_status(args: argparse.Namespace) -> int:
+    try:
+        state = read_state(Path(args.data_dir))
+    except StateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    rows = status_rows(state)
+    all_up = all(r[6] == "up" for r in rows)
+    if is_json(args):
+        print_json({"cluster_id": state.cluster_id, "data_dir": state.data_dir,
+                    "all_up": all_up, "nodes": [dict(zip(
+                        ("name", "node_id", "roles", "address", "rack", "pid", "state", "log"),
+                        r)) for r in rows]})
+    else:
+        print(f"cluster {state.cluster_id} in {state.data_dir}")
+        print_table(args, rows, STATUS_HEADER)
+    return 0 if all_up else 1
+
+
+def run_down(args: argparse.Namespace) -> int:
+    from .cluster_state import stop
+
+    try:
+        state = read_state(Path(args.data_dir))
+    except StateError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    left = stop(state, args.timeout)
+    if left:
+        print(f"error: still running after {args.timeout:.0f} s: {', '.join(left)}",
+              file=sys.stderr)
+        return 1
+    print(f"cluster {state.cluster_id} in {state.data_dir} stopped")
+    return 0
+
+
+def _port(text: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not in 1..65535")
+    return port
+
+
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "cluster", help="run a local cluster for development", description=__doc__,
@@ -214,14 +367,40 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     up.add_argument("--controllers", type=int, default=1,
                     help="number of controllers, the voters of the metadata quorum (default 1)")
     up.add_argument("--data-dir", help="parent dir of the nodes' log dirs (default: a temp dir)")
-    up.add_argument("--base-port", type=int, default=9092, help="first broker port")
+    up.add_argument("--base-port", type=_port, default=9092,
+                    help="first broker port; the others follow (default %(default)s)")
+    up.add_argument("--controller-port", type=_port, metavar="PORT",
+                    help="first controller (CONTROLLER listener) port; the others follow "
+                         "(default: base port + 100)")
+    up.add_argument("--first-broker-id", type=int, default=1, metavar="ID",
+                    help="node id of the first broker; the others follow (default 1)")
+    up.add_argument("--first-controller-id", type=int, default=CONTROLLER_ID, metavar="ID",
+                    help=f"node id of the first controller (default {CONTROLLER_ID})")
+    up.add_argument("--racks", metavar="R1,R2,...",
+                    help="broker.rack of the brokers, in turn (rack-aware replica placement)")
+    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a server setting for every node (repeatable; after the generated "
+                         "ones)")
+    up.add_argument("--node-override", action="append", default=[],
+                    metavar="ID:KEY=VALUE", help="a server setting for one node (repeatable)")
     up.add_argument("--cluster-id", help="cluster id (default: a new one)")
     up.add_argument("--combined", action="store_true",
-                    help="node 1 is controller and broker; no separate controller")
+                    help="the first broker is also the controller; no separate controller")
     up.add_argument("--sasl-ssl", action="store_true",
                     help="SASL_SSL everywhere: generated certificates, ACLs, a SCRAM user "
                          "admin; prints the --command-config file")
     up.add_argument("--admin-password", help="with --sasl-ssl: the admin's password on the "
                     "first run (default: random, in DIR/security/admin.properties)")
-    parser.set_defaults(handler=run_up)
+    up.set_defaults(handler=run_up)
+    status = sub.add_parser("status", help="show each node of a cluster `up` started: "
+                            "process, port, state (exit 1 unless all are up)")
+    status.add_argument("--data-dir", required=True, help="the dir given to `cluster up`")
+    add_format_argument(status)
+    status.set_defaults(handler=run_status)
+    down = sub.add_parser("down", help="stop the cluster `up` started in a data dir "
+                          "(brokers first, each with a controlled shutdown)")
+    down.add_argument("--data-dir", required=True, help="the dir given to `cluster up`")
+    down.add_argument("--timeout", type=float, default=60.0, metavar="S",
+                      help="seconds to wait for every node to stop (default %(default)s)")
+    down.set_defaults(handler=run_down)
     return parser
