@@ -109,6 +109,13 @@ _DEFS: list[ConfigDef] = [
     _d("log.dir.free.space.min.percent", D, 0.0, "Free space, in percent of its filesystem, "
        "a log dir keeps (the larger floor of this and log.dir.free.space.min.bytes "
        "applies; 0: no floor). Not in Kafka.", HIGH, between(0, 100)),
+    _d("odradek.log.scrub.bytes.per.second", L, 4 * 1024 * 1024, "odradek only: how fast "
+       "the scrubber re-reads closed segments to check every batch's CRC (a corrupt one is "
+       "logged, counted in odradek_log_scrub_corrupt_segments and, on a follower, cut and "
+       "fetched again from the leader); 0 turns the scrubber off.", LOW, at_least(0)),
+    _d("odradek.log.scrub.interval.ms", L, 7 * 24 * 3600 * 1000, "odradek only: a closed "
+       "segment is checked again after this long (a new one is checked once it closes).",
+       LOW, at_least(1000)),
     _d("odradek.open.files.reserve", I, 128, "odradek only: open files kept free for "
        "connections and the broker's own files: a CreateTopics or CreatePartitions that "
        "would leave fewer free under the open-files limit is refused (POLICY_VIOLATION).",

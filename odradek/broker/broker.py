@@ -31,6 +31,7 @@ from ..metadata.quorum import MetadataLogSettings, MetadataQuorum
 from ..metadata.raft_quorum import RaftMetadataQuorum, raft_config
 from ..replication.leader_replication import LeaderReplication, ReplicationHost
 from ..replication.replica_manager import ReplicaManager
+from ..replication.scrubber import Scrubber
 from ..security import scram
 from ..security.acl import build_authorizer
 from ..security.authorizer import Authorizer
@@ -44,6 +45,8 @@ from ..storage.free_space import FreeSpaceFloor
 from ..storage.log import kafka_uuid_string
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
+from ..tiered.metrics import RemoteTierCollector
+from ..tiered.service import RemoteTier
 from ..topic_config import (
     InvalidConfig,
     describe_topic_config,
@@ -59,14 +62,12 @@ from .fd_budget import FdBudget, raise_open_files_limit
 from .fetch_session import FetchSessionCache
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
-from ..tiered.metrics import RemoteTierCollector
-from ..tiered.service import RemoteTier
 from .log_tasks import LogTasks
-from .remote_metadata import RemoteMetadataPublisher
 from .metrics import BrokerMetrics, MetricsHost
 from .network import ConnectionHost, KafkaConnection
 from .pipeline import PipelineHost, RequestPipeline
 from .producer_ids import ProducerIdBlocks
+from .remote_metadata import RemoteMetadataPublisher
 from .replica_fetcher import FetcherHost, ReplicaFetcherManager
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,7 @@ class Broker:
         # (controller_service.py); a broker-only node reaches the controller
         # through its lifecycle (lifecycle.py).
         self.replication = LeaderReplication(self)
+        self.scrubber = Scrubber(self)
         self.fetchers = ReplicaFetcherManager(self)
         self.quorum.listeners.append(self._sync_replication)
         roles = config.process_roles
@@ -287,6 +289,7 @@ class Broker:
         self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
+        self.scrubber.start()
         if self.remote_tier is not None:
             self.remote_tier.start()
         self.log_cleaner = LogCleaner(
@@ -411,6 +414,7 @@ class Broker:
             # Kafka's controlled shutdown: leaderships move away before we go.
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
         await self.dir_reports.stop()
+        await self.scrubber.stop()
         await self.fetchers.stop()
         await self.replication.stop()
         if self.lifecycle is not None:

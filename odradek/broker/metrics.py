@@ -27,8 +27,8 @@ has its own registry, so several brokers can live in one process (tests).
 from __future__ import annotations
 
 import logging
-from collections.abc import Sized
-from typing import Any, Iterator, Protocol
+from collections.abc import Iterator, Sized
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -36,6 +36,7 @@ from prometheus_client.registry import Collector
 
 from ..protocol import api
 from ..replication.replica_manager import ReplicaManager
+from ..replication.scrubber import Scrubber
 from ..storage.log_manager import LogManager
 
 
@@ -48,6 +49,8 @@ class MetricsHost(Protocol):
     def replica_manager(self) -> ReplicaManager: ...
     @property
     def log_manager(self) -> LogManager: ...
+    @property
+    def scrubber(self) -> Scrubber: ...
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,18 @@ class _PartitionCollector(Collector):
             below.add_metric([str(dir)], 1 if space.below else 0)
         yield free
         yield below
+        scrub = self.broker.scrubber
+        for name, help_text, value in (
+            ("odradek_log_scrub_corrupt_segments",
+             "Corrupt closed segments the scrubber found (CRC or structure)", scrub.corrupt_found),
+            ("odradek_log_scrub_repaired_segments",
+             "Corrupt segments cut on a follower to fetch again from the leader", scrub.repaired),
+            ("odradek_log_scrub_bytes", "Bytes of closed segments the scrubber read",
+             scrub.scanned_bytes),
+        ):
+            family = GaugeMetricFamily(name, help_text)
+            family.add_metric([], value)
+            yield family
 
 
 class BrokerMetrics:

@@ -355,6 +355,29 @@ class PartitionLog(LocalLog):
         producer_log.rebuild_after_truncation(self)
         return True
 
+    def cut_at_corruption(self, base_offset: int, position: int) -> int | None:
+        """A follower drops a corrupt closed segment's bytes from ``position`` on
+        (storage/scrub.py found its valid prefix ending there) and every later
+        segment, to fetch them again from its leader; the new log end offset, or
+        None if that segment is gone (retention or compaction replaced it)."""
+        index = next((i for i, s in enumerate(self._segments) if s.base_offset == base_offset),
+                     None)
+        if index is None:
+            return None
+        while len(self._segments) > index + 1:
+            self._segments.pop().delete()
+            self._bases.pop()
+        segment = self._segments[-1]
+        if not segment.active:
+            segment.offset_index.make_writable(self.config.segment_index_bytes)
+            segment.time_index.make_writable(self.config.segment_index_bytes)
+            segment.active = True
+        segment.truncate_at_position(position)
+        self.log_end_offset = segment.next_offset
+        self._clamp_offsets()
+        producer_log.rebuild_after_truncation(self)
+        return self.log_end_offset
+
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start empty at ``offset``."""
         for segment in self._segments:

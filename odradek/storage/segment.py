@@ -457,6 +457,19 @@ class LogSegment:
         self.offset_of_max_timestamp = builder.offset_of_max
         self.bytes_since_last_index_entry = builder.bytes_since
 
+    def truncate_at_position(self, position: int) -> int:
+        """Cut the file at ``position`` (a batch boundary: where a scrub found the
+        valid prefix of a corrupt segment ending); returns bytes removed."""
+        position = max(0, min(position, self.size_bytes))
+        removed = self.size_bytes - position
+        os.ftruncate(self._fd, position)
+        self.size_bytes = position
+        self.rebuild_indexes()
+        self.txn_index.truncate_to(self.next_offset)
+        if self.size_bytes == 0:
+            self.rolling_based_timestamp_ms = None
+        return removed
+
     def truncate_to(self, offset: int) -> int:
         """Remove every batch whose last offset is >= ``offset``; returns bytes removed.
 
