@@ -26,6 +26,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ..protocol.client import stop_tasks
 from ..storage.scrub import Corruption, scan_closed_segment
 from .node import ReplicaHost
 
@@ -55,12 +56,7 @@ class Scrubber:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await stop_tasks([self._task])
 
     async def _run(self) -> None:
         while True:

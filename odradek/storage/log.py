@@ -341,7 +341,14 @@ class PartitionLog(LocalLog):
         if offset <= self._segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
             return True
-        while len(self._segments) > 1 and self._segments[-1].base_offset > offset:
+        keep = max(i for i, s in enumerate(self._segments) if i == 0 or s.base_offset <= offset)
+        self._cut_back(keep, lambda segment: segment.truncate_to(offset))
+        return True
+
+    def _cut_back(self, keep: int, cut: Callable[[LogSegment], object]) -> None:
+        """Delete the segments after index ``keep``, make that one active again and
+        ``cut`` its end; the offsets and producer state follow the new end."""
+        while len(self._segments) > keep + 1:
             self._segments.pop().delete()
             self._bases.pop()
         segment = self._segments[-1]
@@ -349,11 +356,10 @@ class PartitionLog(LocalLog):
             segment.offset_index.make_writable(self.config.segment_index_bytes)
             segment.time_index.make_writable(self.config.segment_index_bytes)
             segment.active = True
-        segment.truncate_to(offset)
+        cut(segment)
         self.log_end_offset = segment.next_offset
         self._clamp_offsets()
         producer_log.rebuild_after_truncation(self)
-        return True
 
     def cut_at_corruption(self, base_offset: int, position: int) -> int | None:
         """A follower drops a corrupt closed segment's bytes from ``position`` on
@@ -364,18 +370,7 @@ class PartitionLog(LocalLog):
                      None)
         if index is None:
             return None
-        while len(self._segments) > index + 1:
-            self._segments.pop().delete()
-            self._bases.pop()
-        segment = self._segments[-1]
-        if not segment.active:
-            segment.offset_index.make_writable(self.config.segment_index_bytes)
-            segment.time_index.make_writable(self.config.segment_index_bytes)
-            segment.active = True
-        segment.truncate_at_position(position)
-        self.log_end_offset = segment.next_offset
-        self._clamp_offsets()
-        producer_log.rebuild_after_truncation(self)
+        self._cut_back(index, lambda segment: segment.truncate_at_position(position))
         return self.log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
