@@ -3,6 +3,7 @@
     python bench/host.py                          # RF=1, 1 vs 2 processes, 3 rounds
     python bench/host.py --processes 1 3 --rf 3 --acks all
     python bench/host.py --records 100000 --repeat 1
+    python bench/host.py --size 100 --chunk 10 --records 200000   # small requests
 
 Each round starts, for each process count in --processes (in turn, in the same run, so
 that both see the same machine), `odradek server --processes N` in combined mode
@@ -10,7 +11,9 @@ that both see the same machine), `odradek server --processes N` in combined mode
 of --partitions partitions with replication factor --rf, and runs --producers
 confluent-kafka producer processes (bench/run.py's producer_proc: produce_batch of
 --size-byte records, linger.ms=5, no compression, explicit partitions) that bootstrap
-from the first port only and send --records records in all.
+from the first port only and send --records records in all. With --chunk C the producers
+send batches of C records with linger.ms=0 instead (many small requests: the regime where
+the broker's per-request Python work, not the bytes, is the cost).
 
 It reports records/s and, the fairer number on a shared machine, the broker CPU per
 record: user+system CPU of the whole broker process tree (supervisor, brokers, cleaner
@@ -52,6 +55,53 @@ IDLE_SAMPLE_S = 2.0
 IDLE_BROKER_S = 5.0  # the brokers' own CPU with no clients, after the topic is made
 
 
+def small_batch_producer(bootstrap: str, topic: str, count: int, size: int, acks: str,
+                         partitions: int, first_partition: int, deadline: float, go: Any,
+                         out: Any, chunk: int) -> None:
+    """bench/run.py's producer_proc with batches of `chunk` records and linger.ms=0: many
+    small requests, the regime where the broker's per-request work dominates."""
+    from confluent_kafka import Producer
+
+    from bench.run import _rusage_s
+
+    errors = [0]
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors[0] += 1
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0,
+        "compression.type": "none", "batch.num.messages": chunk,
+        "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
+        "enable.idempotence": False, "delivery.report.only.error": True,
+        "on_delivery": on_delivery,
+        "message.timeout.ms": max(1000, int((deadline - time.time()) * 1000))})
+    producer.list_topics(topic, timeout=15)
+    template = [{"value": os.urandom(size)} for _ in range(chunk)]
+    go.wait(timeout=60)
+    cpu0, t0 = _rusage_s(), time.time()
+    sent = calls = 0
+    while sent < count and time.time() < deadline:
+        batch = template[:min(chunk, count - sent)]
+        partition = (first_partition + calls) % partitions
+        calls += 1
+        while batch:
+            queued = producer.produce_batch(topic, batch, partition=partition)
+            sent += queued
+            if queued == len(batch):
+                break
+            batch = [m for m in batch if "_error" in m]  # queue full: retry the refused
+            for m in batch:
+                del m["_error"]
+            producer.poll(0.005)
+        producer.poll(0)
+    left = producer.flush(max(0.0, deadline - time.time()))
+    t1, cpu1 = time.time(), _rusage_s()
+    out.put({"role": "producer", "start": t0, "end": t1, "cpu_s": cpu1 - cpu0, "sent": sent,
+             "unacked": left, "errors": errors[0], "timed_out": left > 0})
+
+
 def _tree_rss_mb(pids: list[int]) -> float:
     total = 0
     for pid in pids:
@@ -62,15 +112,21 @@ def _tree_rss_mb(pids: list[int]) -> float:
     return total / 1e6
 
 
-def _tree_cpu_s(pids: list[int]) -> dict[int, float]:
+def _tree_cpu_s(pids: list[int], system_only: bool = False) -> dict[int, float]:
     out: dict[int, float] = {}
     for pid in pids:
         try:
             t = psutil.Process(pid).cpu_times()
-            out[pid] = t.user + t.system + t.children_user + t.children_system
+            out[pid] = (t.system + t.children_system if system_only else
+                        t.user + t.system + t.children_user + t.children_system)
         except psutil.Error:
             pass
     return out
+
+
+def _delta(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(after.get(pid, v) - v for pid, v in before.items()) + sum(
+        v for pid, v in after.items() if pid not in before)
 
 
 def _machine_busy_s() -> float:
@@ -115,7 +171,9 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
                   for i in range(args.producers)]
         procs = [ctx.Process(target=producer_proc, args=(
             bootstrap, "t", shares[i], args.size, args.acks, args.partitions, i, deadline,
-            go, out)) for i in range(args.producers)]
+            go, out)) if args.chunk is None else ctx.Process(target=small_batch_producer, args=(
+                bootstrap, "t", shares[i], args.size, args.acks, args.partitions, i, deadline,
+                go, out, args.chunk)) for i in range(args.producers)]
         idle0 = _tree_cpu_s(host.pids())
         time.sleep(IDLE_BROKER_S)
         idle1 = _tree_cpu_s(host.pids())
@@ -125,7 +183,9 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
             p.start()
         time.sleep(2.0)  # connect, fetch metadata
         pids = host.pids()
+        brokers0 = {node: _tree_cpu_s([c.pid]) for node, c in host.children().items()}
         cpu0, busy0 = _tree_cpu_s(pids), _machine_busy_s()
+        sys0 = _tree_cpu_s(pids, system_only=True)
         go.set()
         results = []
         for _ in procs:
@@ -134,25 +194,30 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
             except queue.Empty:
                 break
         cpu1, busy1 = _tree_cpu_s(host.pids()), _machine_busy_s()
+        sys1 = _tree_cpu_s(host.pids(), system_only=True)
+        per_node = {node: round(_delta(before, _tree_cpu_s(list(before))), 2)
+                    for node, before in brokers0.items()}
         for p in procs:
             p.join(10)
         host.stop()
     shutil.rmtree(data, ignore_errors=True)
     start, end = min(r["start"] for r in results), max(r["end"] for r in results)
     wall = end - start
-    broker_cpu = sum(cpu1.get(pid, cpu0[pid]) - cpu0[pid] for pid in cpu0) + sum(
-        v for pid, v in cpu1.items() if pid not in cpu0)
+    broker_cpu = _delta(cpu0, cpu1)
+    broker_sys = _delta(sys0, sys1)
     client_cpu = sum(r["cpu_s"] for r in results)
     sent = sum(r["sent"] for r in results)
     errors = sum(r["errors"] for r in results)
     other = max(0.0, (busy1 - busy0) - broker_cpu - client_cpu)
     res = {
         "processes": n, "rf": args.rf, "acks": args.acks, "partitions": args.partitions,
-        "producers": args.producers, "size": args.size, "records": sent, "errors": errors,
+        "producers": args.producers, "size": args.size, "chunk": args.chunk or 1000, "records": sent, "errors": errors,
         "timed_out": any(r["timed_out"] for r in results), "wall_s": round(wall, 3),
         "records_per_s": round(sent / wall), "mb_per_s": round(sent * args.size / wall / 1e6, 1),
         "broker_cpu_s": round(broker_cpu, 2), "broker_cpu_cores": round(broker_cpu / wall, 2),
         "broker_cpu_us_per_record": round(broker_cpu / sent * 1e6, 1),
+        "broker_system_share": round(broker_sys / broker_cpu, 2) if broker_cpu else 0.0,
+        "cpu_s_per_broker_process": per_node,
         "client_cpu_cores": round(client_cpu / wall, 2),
         "other_cpu_cores": round(other / wall, 2),
         "machine_idle_pct_before": round(before_idle, 1),
@@ -173,6 +238,9 @@ def main() -> int:
     ap.add_argument("--rf", type=int, default=1)
     ap.add_argument("--acks", default="1")
     ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--chunk", type=int, default=None,
+                    help="records per batch with linger.ms=0 (default: bench/run.py's "
+                         "producer, 1,000-record batches, linger.ms=5)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--timeout-s", type=float, default=180.0)
     ap.add_argument("--data-parent", type=Path, default=None)
