@@ -23,6 +23,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.broker_proc import HOST, REPO_ROOT
+from tests.integration.clients import wait_until
 from tests.integration.cluster_proc import FAST_TIMEOUTS
 from tests.integration.host_proc import HostProcesses, free_ports
 
@@ -32,20 +33,6 @@ TOPIC = "spread"
 PARTITIONS = 2
 RECORDS_BEFORE = 500
 RECORDS_DURING = 300
-
-
-def _wait(pred: Any, timeout_s: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            value = pred()
-            if value:
-                return value
-        except Exception as e:  # noqa: BLE001 - retried until the deadline
-            last = e
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} ({last!r})")
 
 
 def _isr(admin: AdminClient) -> dict[int, set[int]]:
@@ -97,14 +84,14 @@ def test_two_processes_serve_one_cluster_and_a_killed_one_is_restarted_into_the_
     with host:
         bootstrap = host.bootstrap(0)  # one port: the client learns the other from Metadata
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        _wait(lambda: set(admin.list_topics(timeout=5).brokers) == {1, 2}, 30,
-              "brokers 1 and 2 in Metadata")
+        wait_until(lambda: set(admin.list_topics(timeout=5).brokers) == {1, 2}, 30,
+                   desc="brokers 1 and 2 in Metadata")
         brokers = admin.list_topics(timeout=5).brokers
         assert {b.port for b in brokers.values()} == set(host.ports)
         for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 2)]).values():
             f.result(timeout=30)
-        _wait(lambda: _isr(admin) == {p: {1, 2} for p in range(PARTITIONS)}, 30,
-              "both replicas in sync")
+        wait_until(lambda: _isr(admin) == {p: {1, 2} for p in range(PARTITIONS)}, 30,
+                   desc="both replicas in sync")
 
         acked = _produce(bootstrap, 0, RECORDS_BEFORE)
         assert len(acked) == RECORDS_BEFORE
@@ -116,10 +103,10 @@ def test_two_processes_serve_one_cluster_and_a_killed_one_is_restarted_into_the_
         acked |= _produce(bootstrap, RECORDS_BEFORE, RECORDS_DURING)
         assert len(acked) == RECORDS_BEFORE + RECORDS_DURING
 
-        restarted = _wait(lambda: (c := host.children().get(2)) and c.pid != victim.pid
-                          and c, 30, "the supervisor to restart node 2")
-        _wait(lambda: _isr(admin) == {p: {1, 2} for p in range(PARTITIONS)}, 40,
-              "node 2 back in the ISR of every partition")
+        restarted = wait_until(lambda: (c := host.children().get(2)) and c.pid != victim.pid
+                               and c, 30, desc="the supervisor to restart node 2")
+        wait_until(lambda: _isr(admin) == {p: {1, 2} for p in range(PARTITIONS)}, 40,
+                   desc="node 2 back in the ISR of every partition")
         assert "node 2 (pid" in host.log_tail(64_000)
         assert "restarting it" in host.log_tail(64_000)
 
@@ -172,3 +159,15 @@ def test_two_processes_on_one_port_is_a_usage_error(tmp_path: Path) -> None:
                 "--override", f"log.dirs={tmp_path / 'data'}")
     assert r.returncode == 2
     assert f"port {first + 1} is used twice" in r.stderr
+
+
+def test_a_killed_supervisor_leaves_no_broker_behind(tmp_path: Path) -> None:
+    host = HostProcesses(tmp_path / "data", 2, {"broker.rack": "host-a", **FAST_TIMEOUTS})
+    with host:
+        children = wait_until(lambda: len(c := host.children()) == 2 and c, 30,
+                              desc="two broker processes")
+        assert host.proc is not None
+        host.proc.kill()  # SIGKILL: no chance to stop its children
+        host.proc.wait(10)
+        _gone, alive = psutil.wait_procs(list(children.values()), timeout=40)
+        assert not alive, f"still running after the supervisor died: {alive}"
