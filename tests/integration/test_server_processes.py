@@ -88,6 +88,8 @@ def test_two_processes_serve_one_cluster_and_a_killed_one_is_restarted_into_the_
                    desc="brokers 1 and 2 in Metadata")
         brokers = admin.list_topics(timeout=5).brokers
         assert {b.port for b in brokers.values()} == set(host.ports)
+        other = AdminClient({"bootstrap.servers": host.bootstrap(1)})
+        assert set(other.list_topics(timeout=10).brokers) == {1, 2}  # any port bootstraps
         for f in admin.create_topics([NewTopic(TOPIC, PARTITIONS, 2)]).values():
             f.result(timeout=30)
         wait_until(lambda: _isr(admin) == {p: {1, 2} for p in range(PARTITIONS)}, 30,
