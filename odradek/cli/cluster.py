@@ -8,7 +8,10 @@ Starts, on 127.0.0.1, the controllers (`process.roles=controller`, node ids
 one by default, three make a quorum that survives the loss of one) and N
 brokers (`process.roles=broker`, node ids 1..N, ports base-port ..
 base-port + N - 1), each an `odradek server` child process with its own log
-dir under DIR and its log in DIR/<node>.log. With `--combined`, node 1 is
+dir under DIR and its log in DIR/<node>.log. With `--processes-per-host K` the
+brokers run K at a time under one `odradek server --processes K` each (a "host"
+named host-1, host-2, ... with that broker.rack, its log in DIR/host-<h>.log), the
+layout of docs/multicore.md. With `--combined`, node 1 is
 both the controller and a broker (`process.roles=broker,controller`) and no
 separate controller runs. The dirs are formatted first (`odradek storage
 format`) with one cluster id. Ctrl-C (or SIGTERM) stops every node, brokers
@@ -129,6 +132,16 @@ def run_up(args: argparse.Namespace) -> int:
             controller_ports[CONTROLLER_ID + i] = controller_port + i
         first_broker = 1
     voters = ",".join(f"{n}@{HOST}:{port}" for n, port in controller_ports.items())
+    per_host = args.processes_per_host
+    if per_host < 1 or (per_host > 1 and (args.combined or args.brokers % per_host)):
+        print("error: --processes-per-host must be at least 1 and divide --brokers "
+              "(and does not go with --combined)", file=sys.stderr)
+        return 1
+    if per_host > 1:
+        # one `odradek server --processes K` a "host", brokers i..i+K-1, its own rack
+        for h, i in enumerate(range(1, args.brokers + 1, per_host), start=1):
+            nodes.append((f"host-{h}", i, "broker", args.base_port + i - 1))
+        first_broker = args.brokers + 1
     for i in range(first_broker, args.brokers + 1):
         nodes.append((f"broker-{i}", i, "broker", args.base_port + i - 1))
     security = None
@@ -160,14 +173,24 @@ def run_up(args: argparse.Namespace) -> int:
             cmd = [sys.executable, "-m", "odradek", "server", *config, *node_overrides(
                 node_id, roles, port, controller_ports.get(node_id, controller_port), voters,
                 data_dir, cluster_id, secured=security is not None)]
+            if name.startswith("host-"):
+                cmd += ["--processes", str(per_host), "--override", f"broker.rack={name}"]
             log_file = open(base / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
             proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             log_file.close()
             procs.append((name, proc))
+            if name.startswith("host-"):
+                for k in range(per_host):
+                    _wait_open(port + k, proc, f"{name} node {node_id + k}")
+                print(f"{name}: nodes {node_id}-{node_id + per_host - 1} (broker, rack "
+                      f"{name}) on {HOST}:{port}-{port + per_host - 1}, one supervisor, "
+                      f"log {base / name}.log")
+                continue
             _wait_open(port, proc, name)
             print(f"{name}: node {node_id} ({roles}) on {HOST}:{port}, log {base / name}.log")
-        brokers = [f"{HOST}:{port}" for _, _, roles, port in nodes if "broker" in roles]
+        brokers = [f"{HOST}:{port + k}" for name, _, roles, port in nodes if "broker" in roles
+                   for k in range(per_host if name.startswith("host-") else 1)]
         print(f"cluster {cluster_id} up; bootstrap servers: {','.join(brokers)}")
         if security is not None:
             print(f"SASL_SSL: client properties (--command-config, user admin, "
@@ -216,6 +239,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     up.add_argument("--data-dir", help="parent dir of the nodes' log dirs (default: a temp dir)")
     up.add_argument("--base-port", type=int, default=9092, help="first broker port")
     up.add_argument("--cluster-id", help="cluster id (default: a new one)")
+    up.add_argument("--processes-per-host", type=int, default=1, metavar="K",
+                    help="run the brokers K at a time under one 'odradek server --processes "
+                         "K' each, as hosts with their own broker.rack (host-1, ...); K "
+                         "divides --brokers (default 1: one process a broker)")
     up.add_argument("--combined", action="store_true",
                     help="node 1 is controller and broker; no separate controller")
     up.add_argument("--sasl-ssl", action="store_true",

@@ -5,11 +5,15 @@ controller; node 2 is a broker). A client that knows one port sees both brokers;
 topic takes acks=all records; node 2 is killed with SIGKILL and the supervisor restarts
 it; it comes back into the ISR of every partition and every acknowledged record is read
 back; SIGTERM to the supervisor stops both processes. Bad --processes values and a port
-clash are usage errors (exit code 2) reported before anything starts.
+clash are usage errors (exit code 2) reported before anything starts. A supervisor
+killed with SIGKILL takes its brokers with it. `odradek cluster up
+--processes-per-host 2` runs two such "hosts" with their own racks, and rack-aware
+placement puts the two replicas of every partition on different hosts.
 """
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -22,7 +26,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.broker_proc import HOST, REPO_ROOT
+from tests.integration.broker_proc import HOST, REPO_ROOT, port_accepts
 from tests.integration.clients import wait_until
 from tests.integration.cluster_proc import FAST_TIMEOUTS
 from tests.integration.host_proc import HostProcesses, free_ports
@@ -173,3 +177,49 @@ def test_a_killed_supervisor_leaves_no_broker_behind(tmp_path: Path) -> None:
         host.proc.wait(10)
         _gone, alive = psutil.wait_procs(list(children.values()), timeout=40)
         assert not alive, f"still running after the supervisor died: {alive}"
+
+
+def test_cluster_up_runs_hosts_of_processes_and_places_replicas_on_two_hosts(
+        tmp_path: Path) -> None:
+    """`odradek cluster up --brokers 4 --processes-per-host 2`: two supervisors (racks
+    host-1: nodes 1, 2; host-2: nodes 3, 4); an RF=2 topic has a replica on each host."""
+    import os
+    base = free_ports(101)  # the brokers' 4 ports, the controller's at base + 100
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "PYTHONUNBUFFERED": "1"}
+    up = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "cluster", "up", "--brokers", "4",
+         "--processes-per-host", "2", "--base-port", str(base),
+         "--data-dir", str(tmp_path / "cluster")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+        cwd=str(REPO_ROOT), start_new_session=True)
+    try:
+        assert up.stdout is not None
+        output = ""
+        deadline = time.monotonic() + 90
+        while "Ctrl-C stops it" not in output and time.monotonic() < deadline:
+            line = up.stdout.readline()
+            if not line:
+                break
+            output += line
+        assert "host-2: nodes 3-4 (broker, rack host-2)" in output, output
+        admin = AdminClient({"bootstrap.servers": f"{HOST}:{base}"})
+        wait_until(lambda: set(admin.list_topics(timeout=5).brokers) == {1, 2, 3, 4}, 30,
+                   desc="4 brokers in Metadata")
+        for f in admin.create_topics([NewTopic("racks", 8, 2)]).values():
+            f.result(timeout=30)
+        md = wait_until(lambda: (t := admin.list_topics("racks", timeout=5).topics["racks"])
+                        .error is None and len(t.partitions) == 8 and t, 30,
+                        desc="topic racks")
+        host_of = {1: 1, 2: 1, 3: 2, 4: 2}
+        for p in md.partitions.values():
+            assert {host_of[r] for r in p.replicas} == {1, 2}, (p.id, p.replicas)
+    finally:
+        up.send_signal(signal.SIGTERM)
+        try:
+            code = up.wait(90)
+        except subprocess.TimeoutExpired:
+            os.killpg(up.pid, signal.SIGKILL)
+            raise
+    assert code == 0
+    for port in (base, base + 1, base + 2, base + 3, base + 100):
+        assert not port_accepts(port)
