@@ -13,6 +13,7 @@ derives the config of child i (0 <= i < N):
   node.id        node.id + i (broker.id too when the file uses that name)
   listeners      every port + i; advertised.listeners likewise (port 0 is refused)
   log.dirs       <each log dir>/node-<node.id>; metadata.log.dir likewise when set
+  odradek.metrics.port   port + i when set above 0
   cluster.id     the configured one, else the one in a child's meta.properties, else new:
                  the children must agree, so the supervisor picks it once
   process.roles  `broker` for every child, except in combined mode (process.roles
@@ -62,6 +63,7 @@ from odradek.config import BrokerConfig, ConfigError, Endpoint, parse_overrides,
 log = logging.getLogger("odradek.server_processes")
 
 MAX_PROCESSES = 256
+METRICS_PORT = "odradek.metrics.port"
 RESTART_BACKOFF_INITIAL_S = 1.0
 RESTART_BACKOFF_MAX_S = 30.0
 RESTART_BACKOFF_RESET_S = 60.0
@@ -182,12 +184,17 @@ def plan_children(props: dict[str, str], n: int) -> list[ChildPlan]:
         if base.get("metadata.log.dir"):
             overrides["metadata.log.dir"] = str(
                 Path(str(base.get("metadata.log.dir"))) / f"node-{node_id}")
+        ports = [(e.host, e.port, f"listener {e.name} of node {node_id}") for e in listeners]
+        metrics_port = base.get(METRICS_PORT)
+        if metrics_port > 0 and n > 1:
+            overrides[METRICS_PORT] = str(metrics_port + i)
+            ports.append((str(base.get("odradek.metrics.host")), metrics_port + i,
+                          f"metrics endpoint of node {node_id}"))
         try:
             BrokerConfig.from_properties({**props, **overrides})
         except ConfigError as e:
             raise ConfigError(e.key, e.reason, e.value, message=f"the config derived for "
                               f"process {i} (node.id {node_id}): {e.message}") from None
-        ports = [(e.host, e.port, f"listener {e.name} of node {node_id}") for e in listeners]
         plans.append(ChildPlan(i, node_id, child_roles, overrides, ports))
     _check_distinct_ports(plans)
     return plans

@@ -77,3 +77,12 @@ def test_processes_must_be_a_sensible_integer(text: str) -> None:
     import argparse
     with pytest.raises(argparse.ArgumentTypeError):
         processes_argument(text)
+
+
+def test_the_metrics_port_moves_with_the_process_and_is_checked(tmp_path: Path) -> None:
+    props = {"listeners": "PLAINTEXT://127.0.0.1:19092", "log.dirs": str(tmp_path),
+             "odradek.metrics.port": "19200"}
+    plans = plan_children(props, 2)
+    assert [p.overrides["odradek.metrics.port"] for p in plans] == ["19200", "19201"]
+    with pytest.raises(ConfigError, match="port 19093 is used twice"):
+        plan_children({**props, "odradek.metrics.port": "19093"}, 2)
