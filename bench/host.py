@@ -17,7 +17,9 @@ the broker's per-request Python work, not the bytes, is the cost).
 
 It reports records/s and, the fairer number on a shared machine, the broker CPU per
 record: user+system CPU of the whole broker process tree (supervisor, brokers, cleaner
-workers; psutil) over the run, divided by the records. It also records what the rest
+workers; psutil) over the run, divided by the records, and the Produce requests the
+brokers answered (their odradek.metrics.port endpoints), to see how many records a
+request carried. It also records what the rest
 of the machine did: all-core busy time (psutil.cpu_times) minus the broker's and the
 clients' CPU, as `other_cpu_cores`, and the idle fraction of the machine before the
 round. Results go to stdout and bench/results/host-<time>.json.
@@ -31,11 +33,13 @@ import multiprocessing as mp
 import os
 import platform
 import queue
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +52,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.run import producer_proc
 from tests.integration.cluster_proc import FAST_TIMEOUTS
-from tests.integration.host_proc import HostProcesses
+from tests.integration.host_proc import HostProcesses, free_ports
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
 IDLE_SAMPLE_S = 2.0
@@ -100,6 +104,20 @@ def small_batch_producer(bootstrap: str, topic: str, count: int, size: int, acks
     t1, cpu1 = time.time(), _rusage_s()
     out.put({"role": "producer", "start": t0, "end": t1, "cpu_s": cpu1 - cpu0, "sent": sent,
              "unacked": left, "errors": errors[0], "timed_out": left > 0})
+
+
+_PRODUCE_REQUESTS = re.compile(r'^odradek_requests_total\{api="PRODUCE"\} (\S+)$', re.MULTILINE)
+
+
+def _produce_requests(metrics_base: int, n: int) -> float:
+    """Produce requests answered so far, summed over the n processes' metrics endpoints."""
+    total = 0.0
+    for i in range(n):
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_base + i}/metrics",
+                                    timeout=10) as r:
+            m = _PRODUCE_REQUESTS.search(r.read().decode())
+        total += float(m.group(1)) if m else 0.0
+    return total
 
 
 def _tree_rss_mb(pids: list[int]) -> float:
@@ -155,8 +173,10 @@ def _create(bootstrap: str, topic: str, partitions: int, rf: int, brokers: int) 
 def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, Any]:
     data = Path(tempfile.mkdtemp(prefix=f"host-{n}p-", dir=data_parent))
     before_idle = psutil.cpu_times_percent(interval=IDLE_SAMPLE_S).idle
+    metrics_base = free_ports(n)
     host = HostProcesses(data / "data", n, {"broker.rack": "bench-host", **FAST_TIMEOUTS,
-                                            "replica.lag.time.max.ms": 10000})
+                                            "replica.lag.time.max.ms": 10000,
+                                            "odradek.metrics.port": metrics_base})
     with host:
         bootstrap = host.bootstrap(0)
         _create(bootstrap, "t", args.partitions, args.rf, n)
@@ -186,6 +206,7 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
         brokers0 = {node: _tree_cpu_s([c.pid]) for node, c in host.children().items()}
         cpu0, busy0 = _tree_cpu_s(pids), _machine_busy_s()
         sys0 = _tree_cpu_s(pids, system_only=True)
+        produce0 = _produce_requests(metrics_base, n)
         go.set()
         results = []
         for _ in procs:
@@ -197,6 +218,7 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
         sys1 = _tree_cpu_s(host.pids(), system_only=True)
         per_node = {node: round(_delta(before, _tree_cpu_s(list(before))), 2)
                     for node, before in brokers0.items()}
+        produce_requests = _produce_requests(metrics_base, n) - produce0
         for p in procs:
             p.join(10)
         host.stop()
@@ -218,6 +240,9 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
         "broker_cpu_us_per_record": round(broker_cpu / sent * 1e6, 1),
         "broker_system_share": round(broker_sys / broker_cpu, 2) if broker_cpu else 0.0,
         "cpu_s_per_broker_process": per_node,
+        "produce_requests": round(produce_requests),
+        "records_per_produce_request": round(sent / produce_requests, 1)
+        if produce_requests else None,
         "client_cpu_cores": round(client_cpu / wall, 2),
         "other_cpu_cores": round(other / wall, 2),
         "machine_idle_pct_before": round(before_idle, 1),
