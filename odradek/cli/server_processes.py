@@ -17,8 +17,8 @@ derives the config of child i (0 <= i < N):
   cluster.id     the configured one, else the one in a child's meta.properties, else new:
                  the children must agree, so the supervisor picks it once
   process.roles  `broker` for every child, except in combined mode (process.roles
-                 includes controller): child 0 keeps the roles and is the one KRaft
-                 voter; when the file names no controller listener, child 0 gets
+                 includes controller): child 0 keeps the roles and is a KRaft voter;
+                 when the file names no controller listener, child 0 gets
                  CONTROLLER://<host>:<first port + N> and controller.quorum.voters
                  points at it. A controller-only config is refused: it has no work to
                  spread over processes.
@@ -28,7 +28,8 @@ children and by binding it on this host, before any child starts; a problem is a
 error (exit code 2) naming the key or the port. Then the supervisor starts the children
 (`python -m odradek server -c FILE --override ...`, each in its own session so a
 terminal's Ctrl-C reaches only the supervisor; on Linux each asks for SIGTERM when the
-supervisor dies, see broker/server.py), prefixes their log lines with `[node <id>]`, and watches them:
+supervisor dies, see broker/server.py), prefixes their log lines with `[node <id>]`,
+and watches them:
 
 - a child that exits is restarted after a backoff (RESTART_BACKOFF_INITIAL_S, doubling
   to RESTART_BACKOFF_MAX_S; back to the initial value after RESTART_BACKOFF_RESET_S of
