@@ -27,6 +27,8 @@ MALLOC_MMAP_THRESHOLD_BYTES = 32 * MiB  # glibc's largest on 64-bit
 MALLOC_TRIM_THRESHOLD_BYTES = 64 * MiB
 _M_TRIM_THRESHOLD = -1  # mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD = -3
+SUPERVISOR_PID_ENV = "ODRADEK_SUPERVISOR_PID"
+_PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h)
 _MALLOC_ENV = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 
@@ -42,6 +44,21 @@ def tune_malloc() -> bool:
         return False
     return bool(mallopt(_M_MMAP_THRESHOLD, MALLOC_MMAP_THRESHOLD_BYTES)
                 and mallopt(_M_TRIM_THRESHOLD, MALLOC_TRIM_THRESHOLD_BYTES))
+
+
+def stop_with_supervisor() -> None:
+    """Under `odradek server --processes N` (cli/server_processes.py), ask Linux to send
+    this process SIGTERM when its supervisor dies, so a killed supervisor leaves no
+    brokers behind; exit at once if it is already gone."""
+    supervisor = os.environ.get(SUPERVISOR_PID_ENV)
+    if not supervisor or platform.system() != "Linux":
+        return
+    prctl = getattr(ctypes.CDLL(None), "prctl", None)
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    if str(os.getppid()) != supervisor:
+        log.error("the supervisor (pid %s) is gone; not starting", supervisor)
+        raise SystemExit(1)
 
 
 def _install_uvloop() -> None:
@@ -75,6 +92,7 @@ def run_server(config: BrokerConfig) -> int:
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             stream=sys.stderr,
         )
+    stop_with_supervisor()
     _install_uvloop()
     if not tune_malloc():
         log.debug("malloc thresholds left as they are")

@@ -2,7 +2,7 @@
 
     odradek cluster up --brokers 3 [--controllers 1] [--data-dir DIR] [--base-port 9092]
                        [--controller-port P] [--first-broker-id 1] [--first-controller-id 100]
-                       [--racks r1,r2,...] [--override KEY=VALUE ...]
+                       [--racks r1,r2,...] [--processes-per-host K] [--override KEY=VALUE ...]
                        [--node-override ID:KEY=VALUE ...] [--combined]
                        [--sasl-ssl [--admin-password PW]]
     odradek cluster status --data-dir DIR [-o json]
@@ -17,7 +17,10 @@ base-port .. base-port + N - 1), each an `odradek server` child process with its
 own log dir under DIR and its log in DIR/<node>.log. `--racks a,b,c` gives the
 brokers `broker.rack` in turn (rack-aware replica placement); `--override` passes
 a server setting to every node, `--node-override 2:log.retention.ms=1000` to one
-(both after the generated ones). With `--combined`, the first broker is also the
+(both after the generated ones). With `--processes-per-host K` the brokers run K at
+a time under one `odradek server --processes K` each (a "host" named host-1,
+host-2, ... with that broker.rack unless --racks names them, its log in
+DIR/host-<h>.log), the layout of docs/multicore.md. With `--combined`, the first broker is also the
 controller (`process.roles=broker,controller`) and no separate controller runs.
 The dirs are formatted first (`odradek storage format`) with one cluster id. Every
 port is checked free before anything starts. Ctrl-C (or SIGTERM, or `cluster down`)
@@ -152,14 +155,23 @@ def plan(args: argparse.Namespace) -> tuple[list[Node], dict[int, int], dict[int
             nodes.append((name, node_id, "controller", controller_port + i))
             controller_ports[node_id] = controller_port + i
         brokers = list(enumerate(broker_ids))
-    for i, node_id in brokers:
-        nodes.append((f"broker-{node_id}", node_id, "broker", args.base_port + i))
+    per_host = args.processes_per_host
+    if per_host < 1 or (per_host > 1 and (args.combined or args.brokers % per_host)):
+        raise UsageError("--processes-per-host must be at least 1 and divide --brokers "
+                         "(and does not go with --combined)")
+    if per_host > 1:
+        # one `odradek server --processes K` a "host": brokers i..i+K-1
+        for h, (i, node_id) in enumerate(brokers[::per_host], start=1):
+            nodes.append((f"host-{h}", node_id, "broker", args.base_port + i))
+    else:
+        for i, node_id in brokers:
+            nodes.append((f"broker-{node_id}", node_id, "broker", args.base_port + i))
     ids = [n[1] for n in nodes]
     if len(set(ids)) != len(ids):
         raise UsageError(f"node ids clash: brokers {broker_ids[0]}..{broker_ids[-1]}, "
                          f"controllers from {args.first_controller_id} "
                          "(--first-broker-id / --first-controller-id)")
-    ports = [n[3] for n in nodes if "broker" in n[2]] + list(controller_ports.values())
+    ports = [args.base_port + i for i in range(args.brokers)] + list(controller_ports.values())
     if any(p < 1 or p > 65535 for p in ports):
         raise UsageError(f"ports {min(ports)}..{max(ports)} leave 1..65535 "
                          "(--base-port / --controller-port)")
@@ -171,6 +183,8 @@ def plan(args: argparse.Namespace) -> tuple[list[Node], dict[int, int], dict[int
         raise UsageError(f"--racks {args.racks!r}: expected a comma-separated list of names")
     broker_nodes = [n for n in nodes if "broker" in n[2]]
     rack_of = {n[1]: racks[i % len(racks)] for i, n in enumerate(broker_nodes)} if racks else {}
+    if per_host > 1 and not racks:
+        rack_of = {n[1]: n[0] for n in broker_nodes}
     return nodes, controller_ports, rack_of
 
 
@@ -217,7 +231,9 @@ def run_up(args: argparse.Namespace) -> int:
     except UsageError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    busy = sorted({n[3] for n in nodes} | set(controller_ports.values()))
+    per_host = args.processes_per_host
+    busy = sorted({args.base_port + i for i in range(args.brokers)}
+                  | set(controller_ports.values()))
     busy = [p for p in busy if _port_open(p)]
     if busy:
         print(f"error: port(s) {', '.join(map(str, busy))} on {HOST} already in use: "
@@ -258,16 +274,26 @@ def run_up(args: argparse.Namespace) -> int:
                 node_id, roles, port, controller_ports.get(node_id, controller_port), voters,
                 data_dir, cluster_id, secured=security is not None,
                 rack=rack_of.get(node_id), extra=common + per_node.get(node_id, []))]
+            if name.startswith("host-"):
+                cmd += ["--processes", str(per_host)]
             log_file = open(base / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
             proc = subprocess.Popen(cmd, stdout=log_file, stderr=subprocess.STDOUT,
                                     start_new_session=True)
             log_file.close()
             procs.append((name, proc))
+            if name.startswith("host-"):
+                for k in range(per_host):
+                    _wait_open(port + k, proc, f"{name} node {node_id + k}")
+                print(f"{name}: nodes {node_id}-{node_id + per_host - 1} (broker, rack "
+                      f"{rack_of[node_id]}) on {HOST}:{port}-{port + per_host - 1}, one "
+                      f"supervisor, log {base / name}.log")
+                continue
             _wait_open(port, proc, name)
             rack = f", rack {rack_of[node_id]}" if node_id in rack_of else ""
             print(f"{name}: node {node_id} ({roles}) on {HOST}:{port}{rack}, "
                   f"log {base / name}.log")
-        brokers = [f"{HOST}:{port}" for _, _, roles, port in nodes if "broker" in roles]
+        brokers = [f"{HOST}:{port + k}" for name, _, roles, port in nodes if "broker" in roles
+                   for k in range(per_host if name.startswith("host-") else 1)]
         state = ClusterState(cluster_id, os.getpid(), str(base), [
             NodeState(name, node_id, roles, port, proc.pid, str(base / f"{name}.log"),
                       rack_of.get(node_id))
@@ -384,6 +410,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     up.add_argument("--node-override", action="append", default=[],
                     metavar="ID:KEY=VALUE", help="a server setting for one node (repeatable)")
     up.add_argument("--cluster-id", help="cluster id (default: a new one)")
+    up.add_argument("--processes-per-host", type=int, default=1, metavar="K",
+                    help="run the brokers K at a time under one 'odradek server --processes "
+                         "K' each, as hosts with their own broker.rack (host-1, ...); K "
+                         "divides --brokers (default 1: one process a broker)")
     up.add_argument("--combined", action="store_true",
                     help="the first broker is also the controller; no separate controller")
     up.add_argument("--sasl-ssl", action="store_true",

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from odradek.cli import options
+from odradek.cli import options, server_processes
+from odradek.cli.server_processes import processes_argument
 from odradek.config import DIFFERENCES_FROM_KAFKA, BrokerConfig, ConfigError
 
 PROG = "odradek"
@@ -93,6 +94,21 @@ bad values stop start-up with a message naming the key. Keys that are valid in K
 not used by odradek are accepted and listed in one warning.
 """
 
+MULTI_PROCESS_HELP = f"""\
+multi-process hosts (--processes N):
+  A broker process uses about one core. With --processes N this command becomes a
+  supervisor of N brokers, each a full member of the cluster, derived from the one
+  config: node.id + i, every listener port + i (advertised too), log dirs
+  <dir>/node-<node.id>, one cluster.id, the same broker.rack (set it to the host's name
+  so replicas land on different hosts). With process.roles=broker,controller, process 0
+  is also the KRaft controller (on CONTROLLER://<host>:<first port + N> unless a
+  controller listener is configured) and the others are brokers. Clients bootstrap from
+  any port and see every broker. A process that dies is restarted with backoff;
+  SIGTERM stops the brokers (controlled shutdown), then the controller. Bad N, a port
+  used twice or already in use: exit code 2 before anything starts.
+  e.g. {PROG} server --processes 4 --override broker.rack=host-a
+       (brokers 1-4 on 127.0.0.1:9092-9095, the controller on 127.0.0.1:9096)"""
+
 
 def _server_epilog() -> str:
     width = max(len(key) for key in DIFFERENCES_FROM_KAFKA)
@@ -104,6 +120,7 @@ def _server_epilog() -> str:
               f"  {PROG} server -c server.properties --override log.dirs=/var/lib/odradek",
               (f"  {PROG} server --override node.id=2 --override "
                "listeners=PLAINTEXT://:9192")]
+    lines += ["", MULTI_PROCESS_HELP]
     return "\n".join(lines)
 
 
@@ -117,12 +134,22 @@ def add_server_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="set one config key, over the file; repeatable")
     parser.add_argument("--log-level", default="INFO", type=str.upper, choices=LOG_LEVELS,
                         help="logging level (default: %(default)s)")
+    parser.add_argument("--processes", metavar="N", type=processes_argument, default=1,
+                        help="run N broker processes on this host, one per core, under "
+                             "one supervisor (default 1: this process is the broker); "
+                             "see 'multi-process hosts' below")
     parser.set_defaults(handler=run_server_command)
     return parser
 
 
 def run_server_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
+    if args.processes > 1:
+        try:
+            return server_processes.run(args.config, args.override, args.processes,
+                                        args.log_level)
+        except ConfigError as e:
+            return fail(e.message)
     try:
         config = BrokerConfig.load(args.config, args.override)
     except ConfigError as e:
