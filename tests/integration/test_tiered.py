@@ -105,6 +105,11 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
         check=True).stdout
     assert "LogStartOffset: 0\tLocalLogStartOffset: " in described, described
     assert f"EndOffset: {N}" in described, described
+    # ... and the remote size, from __remote_log_metadata (retention.bytes=-1: settled)
+    logs = remote_objects(root, topic_name, "log")
+    assert (f"RemoteSizeBytes: {sum(p.stat().st_size for p in logs)}\t"
+            f"RemoteSegments: {len(logs)}") in described, described
+    assert _metric(metrics_port, "odradek_remote_log_segments") == len(logs)
 
     # every remote .log is byte-identical to the local segment it came from
     d = Path(proc.data_dir) / f"{topic_name}-0"
