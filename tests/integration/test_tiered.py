@@ -197,6 +197,40 @@ def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
     wait_until(lambda: not prefix.exists(), timeout=30, desc="remote prefix removed")
 
 
+def test_delete_records_in_the_remote_tier_survives_kill9(broker_factory, topic_name):
+    proc = broker_factory(TIERED_BROKER)
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    outs = _records()
+    _produce(proc, topic_name, outs)
+    root = _remote_root(proc)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="copied and deleted locally")
+    wait_copies_settled(proc.port, topic_name)
+    local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
+    # a cut inside the first remote segment: that segment stays in the store
+    first = decode_value(remote_objects(root, topic_name, "metadata")[0].read_bytes())
+    assert isinstance(first, RemoteLogSegmentMetadata) and first.start_offset == 0
+    cut = first.end_offset // 2 + 1
+    assert 0 < cut <= first.end_offset < local_start
+    admin = ck_admin(proc.bootstrap)
+    fs = admin.delete_records([TopicPartition(topic_name, 0, cut)], request_timeout=20)
+    assert next(iter(fs.values())).result(timeout=30).low_watermark == cut
+    # no checkpoint interval passes: kill -9 at once
+    proc.kill9()
+    stored = remote_partition_dir(root, topic_name) / "log-start-offset"
+    assert stored.read_text() == str(cut)
+    assert remote_objects(root, topic_name, "metadata")[0].name.startswith("0" * 20)
+    proc.start()
+    # once the remote view is loaded the log start is the cut again, not 0
+    wait_until(lambda: list_offsets(proc.port, topic_name, -2, 8)[1] < local_start,
+               timeout=60, desc="the remote view loaded after the restart")
+    assert list_offsets(proc.port, topic_name, -2, 8) == (0, cut)
+    got = ck_consume(proc.bootstrap, topic_name, N - cut, offset=0, timeout=60)
+    assert [(r.offset, r.value) for r in got] == [
+        (i, o.value) for i, o in enumerate(outs) if i >= cut]
+    assert stored.exists()  # the orphan sweep of the new leader epoch keeps it
+
+
 def test_kill_during_copy_leaves_nothing_half_visible(broker_factory, topic_name):
     # 40 kB/s: each 4 kB segment takes ~0.1 s and a kill lands mid-copy soon enough;
     # remote reads at 40 kB/s too, so a kill lands mid-read as well
