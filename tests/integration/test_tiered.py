@@ -164,10 +164,17 @@ def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
     root = _remote_root(proc)
     wait_until(lambda: list_offsets(proc.port, topic_name, -2, 8)[1] > 0, timeout=30,
                desc="remote retention moving the log start offset")
-    # copies done (-6 follows -5), then a few retention passes: the start settles
+    # copies done (-6 follows -5), then retention passes until the start settles (the
+    # same for three looks half a second apart: several 200 ms passes)
     wait_copies_settled(proc.port, topic_name)
-    time.sleep(1.0)
-    start = list_offsets(proc.port, topic_name, -2, 8)[1]
+    looks: list[int] = []
+
+    def start_settled() -> bool:
+        looks.append(list_offsets(proc.port, topic_name, -2, 8)[1])
+        return len(looks) >= 3 and len(set(looks[-3:])) == 1
+
+    wait_until(start_settled, timeout=30, interval=0.5, desc="the log start settled")
+    start = looks[-1]
     local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
     assert 0 < start < local_start
     # what is left reads from the new start, across the tiers
