@@ -6,7 +6,8 @@ protocol (confluent-kafka's AdminClient), so it works against any broker:
     odradek topics list
     odradek topics describe [TOPIC ...]            partitions: leader, replicas, ISR; overrides;
                                                    tiered topics: log start, local start,
-                                                   last tiered and end offsets
+                                                   last tiered and end offsets, remote
+                                                   size (bytes, segments)
     odradek topics create TOPIC [--partitions N] [--replication-factor N] [--config K=V ...]
     odradek topics alter-config TOPIC [--set K=V ...] [--delete K ...]
     odradek topics delete TOPIC [TOPIC ...]
@@ -23,6 +24,7 @@ from typing import Any
 
 from . import client_config, options, output
 from .connection import with_login_check
+from .remote_sizes import remote_sizes, topic_ids
 from .tiered_offsets import tiered_offsets
 
 DEFAULT_TIMEOUT_S = 15.0
@@ -151,6 +153,12 @@ def cmd_describe(args: argparse.Namespace) -> int:
               f"ReplicationFactor: {rf}\tConfigs: {overrides}")
         tiered = any(k == "remote.storage.enable" and v.value == "true"
                      for k, v in configs.items())
+        sizes: dict[int, str] = {}
+        if tiered:
+            try:
+                sizes = _remote_sizes(args, admin, name, [p.id for p in partitions])
+            except Exception as e:  # noqa: BLE001 - the offsets are still worth printing
+                status = _fail(f"remote sizes of {name}: {options.error_text(e)}")
         for p in partitions:
             print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
                   f"Replicas: {','.join(map(str, p.replicas))}\t"
@@ -160,12 +168,23 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 # the remote tier's offsets, from the leader (ListOffsets -2/-4/-5/-1)
                 try:
                     print("\t\t" + tiered_offsets(f"{leader.host}:{leader.port}", name, p.id,
-                                                  args.timeout, args.command_config))
+                                                  args.timeout, args.command_config)
+                          + sizes.get(p.id, ""))
                 except OSError as e:
                     status = _fail(f"offsets of {name}-{p.id}: {options.error_text(e)}")
     if output.is_json(args):
         output.print_json(described)
     return status
+
+
+def _remote_sizes(args: argparse.Namespace, admin: Any, name: str,
+                  partitions: list[int]) -> dict[int, str]:
+    """`\tRemoteSizeBytes: B\tRemoteSegments: K` of each partition of a tiered topic."""
+    topic_id = topic_ids(admin, [name], args.timeout)[name]
+    got = remote_sizes(args.bootstrap_server, {topic_id: partitions}, args.timeout,
+                       args.command_config)
+    return {p: f"\tRemoteSizeBytes: {got[(topic_id, p)][0]}\t"
+               f"RemoteSegments: {got[(topic_id, p)][1]}" for p in partitions}
 
 
 def cmd_create(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ import base64
 import struct
 import uuid
 import zlib
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
@@ -38,6 +39,7 @@ __all__ = [
     "decode_value",
     "encode_value",
     "metadata_partition",
+    "replay",
     "uuid_to_b64",
 ]
 
@@ -133,6 +135,36 @@ def metadata_partition(topic_id: uuid.UUID, partition: int, num_partitions: int)
     """The `__remote_log_metadata` partition that holds a user partition's events."""
     return zlib.crc32(topic_id.bytes + partition.to_bytes(4, "big", signed=True)) \
         % num_partitions
+
+
+def replay(events: Iterable[MetadataRecord]) -> dict[TopicIdPartition,
+                                                     list[RemoteLogSegmentMetadata]]:
+    """The visible remote segments of each partition after `events` in their topic
+    order (what Kafka's topic-based metadata manager builds): a segment counts from
+    its COPY_SEGMENT_FINISHED until its DELETE_SEGMENT_STARTED; a partition deletion
+    drops the partition. Segments of a partition come sorted by start offset."""
+    segments: dict[RemoteLogSegmentId, RemoteLogSegmentMetadata] = {}
+    for e in events:
+        if isinstance(e, RemoteLogSegmentMetadata):
+            segments[e.segment_id] = e
+        elif isinstance(e, RemoteLogSegmentMetadataUpdate):
+            known = segments.get(e.segment_id)
+            if known is None:
+                continue
+            if e.state >= RemoteLogSegmentState.DELETE_SEGMENT_STARTED:
+                del segments[e.segment_id]
+            else:
+                segments[e.segment_id] = known.updated(e)
+        else:
+            for sid in [s for s in segments if s.topic_id_partition == e.topic_id_partition]:
+                del segments[sid]
+    out: dict[TopicIdPartition, list[RemoteLogSegmentMetadata]] = {}
+    for m in segments.values():
+        if m.state is RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+            out.setdefault(m.segment_id.topic_id_partition, []).append(m)
+    for ms in out.values():
+        ms.sort(key=lambda m: m.start_offset)
+    return out
 
 
 # --- encoding -----------------------------------------------------------------------

@@ -3,7 +3,10 @@
 
     odradek_remote_copy_lag_bytes{topic,partition}     closed local bytes not yet copied
     odradek_remote_copy_lag_segments{topic,partition}  closed local segments not yet copied
-    odradek_remote_log_size_bytes{topic,partition}     bytes in the remote tier
+    odradek_remote_log_size_bytes{topic,partition}     bytes in the remote tier (Kafka's
+                                                       RemoteLogSizeBytes)
+    odradek_remote_log_segments{topic,partition}       segments in the remote tier (Kafka's
+                                                       RemoteLogMetadataCount)
     odradek_remote_log_start_offset{topic,partition}   first offset in the remote tier
     odradek_remote_bytes_copied_total                  bytes uploaded
     odradek_remote_bytes_fetched_total                 bytes read from the remote tier
@@ -42,6 +45,8 @@ class RemoteTierCollector(Collector):
                                          labels=labels)
         size = GaugeMetricFamily("odradek_remote_log_size_bytes", "Bytes in the remote tier",
                                  labels=labels)
+        count = GaugeMetricFamily("odradek_remote_log_segments", "Segments in the remote tier",
+                                  labels=labels)
         start = GaugeMetricFamily("odradek_remote_log_start_offset",
                                   "First offset in the remote tier", labels=labels)
         for part in rlm.hosted():
@@ -55,8 +60,9 @@ class RemoteTierCollector(Collector):
             tier = rlm.tier_of(part.topic, part.partition)
             if tier is not None:
                 size.add_metric(key, tier.size_bytes)
+                count.add_metric(key, len(tier.segments))
                 start.add_metric(key, tier.start_offset)
-        yield from (lag_bytes, lag_segments, size, start)
+        yield from (lag_bytes, lag_segments, size, count, start)
         for name, doc, value in (
             ("odradek_remote_bytes_copied", "Bytes uploaded", rlm.rsm.bytes_copied),
             ("odradek_remote_bytes_fetched", "Bytes read from the remote tier",

@@ -18,6 +18,8 @@ partition at a time):
   leader epochs agree with the local leader-epoch cache) and below the last stable
   offset (which is at most the high watermark); each copy publishes
   COPY_SEGMENT_STARTED, uploads (copier threads), then publishes COPY_SEGMENT_FINISHED;
+* a leader stores the DeleteRecords start offset in the store (storage_manager
+  `log-start-offset`) if DeleteRecords' own write failed; every load reads it back;
 * a leader then deletes remote segments past total retention (retention.ms over their
   max timestamp, retention.bytes over remote plus not-yet-copied local bytes) or wholly
   below a DeleteRecords start offset: DELETE_SEGMENT_STARTED, delete (expiration
@@ -80,6 +82,8 @@ class PartitionTier:
     loaded: bool = False
     running: bool = False
     leader_epoch: int = -1  # the epoch this broker last loaded the view as leader in
+    stored_start_offset: int = -1  # the DeleteRecords start offset known to be in the store
+    start_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def start_offset(self) -> int:
@@ -218,12 +222,18 @@ class RemoteLogManager:
                 tier.leader_epoch = part.leader_epoch if leader else -1
                 tier.segments, orphans = await self._run(self.expirer, self.rsm.scan,
                                                          tier.tip)
+                stored = await self._run(self.expirer, self.rsm.read_start_offset, tier.tip)
+                tier.stored_start_offset = max(tier.stored_start_offset, stored)
+                plog = part.log
+                plog.remote_deleted_before = max(plog.remote_deleted_before, stored)
                 tier.loaded = True
                 if leader and orphans:
                     log.info("%s: removing %d object(s) of copies cut short",
                              tier.tip, len(orphans))
                     await self._run(self.expirer, self.rsm.delete_paths, orphans)
             self._publish_offsets(part.log, tier)
+            if leader:  # a DeleteRecords whose store write failed: again
+                await self.store_start_offset(part)
             if leader and not part.log.config.remote_log_copy_disable:
                 await self._copy_segments(part, tier)
             if leader:
@@ -304,6 +314,21 @@ class RemoteLogManager:
                                                         S.COPY_SEGMENT_FINISHED))
         log.info("%s: copied segment [%d, %d] (%d bytes) to the remote tier", tier.tip,
                  meta.start_offset, end, meta.segment_size_in_bytes)
+
+    async def store_start_offset(self, part: HostedPartition) -> None:
+        """Write the log's DeleteRecords start offset (LocalLog.remote_deleted_before) to
+        the store when it moved past what the store holds, so that no restart or new
+        leader makes the deleted records readable again (DeleteRecords awaits this)."""
+        tier = self.tiers.get((part.topic, part.partition))
+        if tier is None or tier.tip.topic_id != part.topic_id:
+            tier = self.tiers[(part.topic, part.partition)] = PartitionTier(
+                TopicIdPartition(part.topic_id, part.topic, part.partition))
+        async with tier.start_lock:
+            offset = part.log.remote_deleted_before
+            if offset > tier.stored_start_offset:
+                await self._run(self.expirer, self.rsm.write_start_offset, tier.tip, offset)
+                tier.stored_start_offset = offset
+                log.info("%s: log start offset %d stored in the remote tier", tier.tip, offset)
 
     # -- retention of the remote tier ------------------------------------------------------
     async def _expire(self, part: HostedPartition, tier: PartitionTier) -> None:

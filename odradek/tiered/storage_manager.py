@@ -13,6 +13,12 @@ last-but-one, so a copy cut short (crash, store outage) is never visible; it lea
 an orphan that the next leader removes (`orphans`, `delete_segment`) before copying
 the segment again under a fresh segment id. Deletion removes `metadata` first.
 
+Beside the segments, `<url>/<topic>-<topicIdBase64Url>/<partition>/log-start-offset`
+holds, in ASCII decimal, the partition's log start offset set by DeleteRecords (absent:
+none). Offsets below it are deleted even while a remote segment still holds them
+(the segment is removed once wholly below it): readers start at
+max(first segment's start, this offset).
+
 Every method blocks (fsspec I/O): the RemoteLogManager calls them in executor threads.
 """
 
@@ -41,6 +47,7 @@ log = logging.getLogger(__name__)
 
 SUFFIXES = ("index", "timeindex", "txnindex", "snapshot", "leader-epoch-checkpoint", "log")
 MARKER = "metadata"
+START_OFFSET_OBJECT = "log-start-offset"
 CHUNK = 1 << 20
 
 
@@ -189,7 +196,9 @@ class RemoteStorageManager:
                 if isinstance(rec, RemoteLogSegmentMetadata):
                     segments.append(rec)
                     marked.add(_stem(path))
-        orphans = [p for p in names if _stem(p) not in marked or p.endswith(".tmp")]
+        orphans = [p for p in names
+                   if (_stem(p) not in marked and not p.endswith("/" + START_OFFSET_OBJECT))
+                   or p.endswith(".tmp")]
         return sorted(segments, key=lambda m: m.start_offset), orphans
 
     def _list(self, path: str) -> list[str]:
@@ -199,6 +208,23 @@ class RemoteStorageManager:
             return []
         except TypeError:  # filesystems without the refresh argument
             return [str(p) for p in self.fs.ls(path, detail=False)]
+
+    # -- the DeleteRecords start offset ------------------------------------------------------
+    def read_start_offset(self, tip: TopicIdPartition) -> int:
+        """The partition's stored DeleteRecords log start offset (-1: none)."""
+        try:
+            return int(bytes(self.fs.cat_file(
+                f"{self.partition_dir(tip)}/{START_OFFSET_OBJECT}")).decode().strip())
+        except FileNotFoundError:
+            return -1
+        except ValueError as e:
+            log.warning("%s: unreadable %s, ignored: %s", tip, START_OFFSET_OBJECT, e)
+            return -1
+
+    def write_start_offset(self, tip: TopicIdPartition, offset: int) -> None:
+        self.fs.makedirs(self.partition_dir(tip), exist_ok=True)
+        self._put_atomically(f"{self.partition_dir(tip)}/{START_OFFSET_OBJECT}",
+                             str(offset).encode())
 
     # -- deletion ------------------------------------------------------------------------
     def delete_segment(self, meta: RemoteLogSegmentMetadata) -> None:

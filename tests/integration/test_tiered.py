@@ -105,6 +105,11 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
         check=True).stdout
     assert "LogStartOffset: 0\tLocalLogStartOffset: " in described, described
     assert f"EndOffset: {N}" in described, described
+    # ... and the remote size, from __remote_log_metadata (retention.bytes=-1: settled)
+    logs = remote_objects(root, topic_name, "log")
+    assert (f"RemoteSizeBytes: {sum(p.stat().st_size for p in logs)}\t"
+            f"RemoteSegments: {len(logs)}") in described, described
+    assert _metric(metrics_port, "odradek_remote_log_segments") == len(logs)
 
     # every remote .log is byte-identical to the local segment it came from
     d = Path(proc.data_dir) / f"{topic_name}-0"
@@ -159,10 +164,17 @@ def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
     root = _remote_root(proc)
     wait_until(lambda: list_offsets(proc.port, topic_name, -2, 8)[1] > 0, timeout=30,
                desc="remote retention moving the log start offset")
-    # copies done (-6 follows -5), then a few retention passes: the start settles
+    # copies done (-6 follows -5), then retention passes until the start settles (the
+    # same for three looks half a second apart: several 200 ms passes)
     wait_copies_settled(proc.port, topic_name)
-    time.sleep(1.0)
-    start = list_offsets(proc.port, topic_name, -2, 8)[1]
+    looks: list[int] = []
+
+    def start_settled() -> bool:
+        looks.append(list_offsets(proc.port, topic_name, -2, 8)[1])
+        return len(looks) >= 3 and len(set(looks[-3:])) == 1
+
+    wait_until(start_settled, timeout=30, interval=0.5, desc="the log start settled")
+    start = looks[-1]
     local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
     assert 0 < start < local_start
     # what is left reads from the new start, across the tiers
@@ -190,6 +202,40 @@ def test_remote_retention_and_topic_deletion(broker_factory, topic_name):
     assert prefix.exists()
     admin.delete_topics([topic_name])[topic_name].result(timeout=30)
     wait_until(lambda: not prefix.exists(), timeout=30, desc="remote prefix removed")
+
+
+def test_delete_records_in_the_remote_tier_survives_kill9(broker_factory, topic_name):
+    proc = broker_factory(TIERED_BROKER)
+    create_topic(proc.bootstrap, topic_name, 1, config=tiered_topic())
+    outs = _records()
+    _produce(proc, topic_name, outs)
+    root = _remote_root(proc)
+    wait_until(lambda: list_offsets(proc.port, topic_name, -4, 8)[1] > 0, timeout=30,
+               desc="copied and deleted locally")
+    wait_copies_settled(proc.port, topic_name)
+    local_start = list_offsets(proc.port, topic_name, -4, 8)[1]
+    # a cut inside the first remote segment: that segment stays in the store
+    first = decode_value(remote_objects(root, topic_name, "metadata")[0].read_bytes())
+    assert isinstance(first, RemoteLogSegmentMetadata) and first.start_offset == 0
+    cut = first.end_offset // 2 + 1
+    assert 0 < cut <= first.end_offset < local_start
+    admin = ck_admin(proc.bootstrap)
+    fs = admin.delete_records([TopicPartition(topic_name, 0, cut)], request_timeout=20)
+    assert next(iter(fs.values())).result(timeout=30).low_watermark == cut
+    # no checkpoint interval passes: kill -9 at once
+    proc.kill9()
+    stored = remote_partition_dir(root, topic_name) / "log-start-offset"
+    assert stored.read_text() == str(cut)
+    assert remote_objects(root, topic_name, "metadata")[0].name.startswith("0" * 20)
+    proc.start()
+    # once the remote view is loaded the log start is the cut again, not 0
+    wait_until(lambda: list_offsets(proc.port, topic_name, -2, 8)[1] < local_start,
+               timeout=60, desc="the remote view loaded after the restart")
+    assert list_offsets(proc.port, topic_name, -2, 8) == (0, cut)
+    got = ck_consume(proc.bootstrap, topic_name, N - cut, offset=0, timeout=60)
+    assert [(r.offset, r.value) for r in got] == [
+        (i, o.value) for i, o in enumerate(outs) if i >= cut]
+    assert stored.exists()  # the orphan sweep of the new leader epoch keeps it
 
 
 def test_kill_during_copy_leaves_nothing_half_visible(broker_factory, topic_name):

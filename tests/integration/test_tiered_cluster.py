@@ -1,12 +1,16 @@
 """Tiered storage on a 3-broker cluster (RF=3) sharing one file:// remote tier: a
 follower that fell below the leader's local start is rebuilt from the remote tier,
 then leads after kill -9 of the others and continues copying from its lineage's last
-remote offset; every acknowledged record reads back once, in order."""
+remote offset; every acknowledged record reads back once, in order. kill -9 of the
+leader in the middle of a copy, under a live acks=all producer: the new leader goes
+on copying with no gap, the killed copy's objects are removed, every acknowledged
+record reads back from offset 0."""
 
 from __future__ import annotations
 
 import itertools
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,12 +25,27 @@ pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 N = 300
 
 
+def _cluster(base: Path, **extra: str) -> ClusterProcesses:
+    return ClusterProcesses(base, brokers=3, overrides={
+        **TIERED_BROKER, "rsm.config.url": (base / "remote").as_uri(),
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3", **extra}).start()
+
+
 @pytest.fixture
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
-    base = tmp_path_factory.mktemp("tiered-cluster")
-    c = ClusterProcesses(base, brokers=3, overrides={
-        **TIERED_BROKER, "rsm.config.url": (base / "remote").as_uri(),
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3"}).start()
+    c = _cluster(tmp_path_factory.mktemp("tiered-cluster"))
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def slow_copy_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProcesses]:
+    # 30 kB/s of uploads per broker: a 4 kB segment takes ~0.15 s, a backlog of tens of
+    # segments several seconds, so a kill lands in the middle of a copy
+    c = _cluster(tmp_path_factory.mktemp("tiered-cluster-slow"),
+                 **{"remote.log.manager.copy.max.bytes.per.second": "30000"})
     try:
         yield c
     finally:
@@ -102,3 +121,110 @@ def test_follower_rebuilt_from_remote_then_leads_and_continues_copying(cluster, 
     got = ck_consume(c.live_bootstrap(), topic_name, 2 * N, timeout=90)
     assert [(r.offset, r.key, r.value) for r in got] == [
         (i, o.key, o.value) for i, o in enumerate(first + second)]
+
+
+def _stems(d: Path) -> tuple[set[str], set[str]]:
+    """(stems of every object, stems with a `.metadata` marker) of a remote partition."""
+    names = [p.name for p in d.iterdir()] if d.exists() else []
+    return ({n.split(".", 1)[0] for n in names if n[0].isdigit()},
+            {n.split(".", 1)[0] for n in names if n.endswith(".metadata")})
+
+
+class _LiveProducer:
+    """An idempotent acks=all producer sending a numbered record every few ms until
+    stopped; `acked` holds the values the cluster acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        from confluent_kafka import Producer
+
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all",
+                                  "enable.idempotence": True, "linger.ms": 5,
+                                  "compression.type": "none", "message.timeout.ms": 120000,
+                                  "reconnect.backoff.max.ms": 500,
+                                  "topic.metadata.refresh.interval.ms": 1000})
+        self.topic = topic
+        self.acked: list[bytes] = []
+        self.sent = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked.append(msg.value())
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            value = b"r%06d-" % self.sent + b"x" * 120
+            try:
+                self.producer.produce(self.topic, value=value, partition=0,
+                                      on_delivery=self._delivered)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+
+    def start(self) -> _LiveProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert self.producer.flush(120) == 0, "records still unacknowledged"
+
+
+def test_leader_killed_mid_copy_new_leader_copies_on(slow_copy_cluster, topic_name):
+    c = slow_copy_cluster
+    root = c.base / "remote"
+    c.create_topic(topic_name, 1, 3, config={**tiered_topic(), "min.insync.replicas": "2"})
+    leader = c.partitions(topic_name)[0].leader
+    producer = _LiveProducer(c.bootstrap, topic_name).start()
+    try:
+        # the leader is copying: some segment's objects are in the store, its marker not
+        def part_dir() -> Path | None:
+            found = sorted(root.glob(f"{topic_name}-*/0"))
+            return found[0] if found else None
+
+        def mid_copy() -> set[str]:
+            d = part_dir()
+            if d is None:
+                return set()
+            stems, marked = _stems(d)
+            return stems - marked
+
+        wait_until(lambda: len(_stems(part_dir())[1]) >= 5 if part_dir() else False,
+                   timeout=60, desc="five segments copied")
+        wait_until(mid_copy, timeout=30, interval=0.005, desc="a copy in progress")
+        c.brokers[leader].kill9()
+        cut_short = mid_copy()  # what the killed copy left (the new leader's come later)
+        assert cut_short
+        acked_at_kill = len(producer.acked)
+        view = c.wait_for_partition(topic_name, 0, lambda v: v.leader not in (-1, leader),
+                                    "a new leader", timeout_s=60)
+        # the new leader copies on past what the killed one had copied
+        port = c.brokers[view.leader].port
+        before = list_offsets(port, topic_name, -5, 9)[1]
+        wait_until(lambda: len(producer.acked) > acked_at_kill + 300, timeout=60,
+                   desc="records acknowledged by the new leader")
+    finally:
+        producer.stop()
+    wait_until(lambda: list_offsets(port, topic_name, -5, 9)[1] > max(before, 0) + 100,
+               timeout=60, desc="the new leader copying")
+    # the objects of the copy cut short are removed by the new leader (no marker: never
+    # visible), the visible segments cover 0.. with no gap
+    wait_until(lambda: not (cut_short & _stems(part_dir())[0]), timeout=30,
+               desc="the killed copy's objects removed")
+    segments = _segments(root, topic_name)
+    assert segments[0][0] == 0
+    for (_, end), (start, _) in itertools.pairwise(segments):
+        assert start <= end + 1, segments
+    assert segments[-1][1] >= list_offsets(port, topic_name, -5, 9)[1]
+    assert list_offsets(port, topic_name, -4, 8)[1] > segments[0][1]  # reads cross tiers
+    # every acknowledged record reads back from offset 0, once, in offset order
+    end = list_offsets(port, topic_name, -1, 9)[1]
+    got = ck_consume(c.live_bootstrap(), topic_name, end, timeout=90)
+    values = [r.value for r in got]
+    assert [r.offset for r in got] == list(range(end))
+    assert len(set(values)) == len(values), "a record read twice"
+    assert set(producer.acked) <= set(values)
+    assert values == sorted(values)  # the producer's order

@@ -14,6 +14,7 @@ from odradek.tiered.metadata_records import (
     decode_value,
     encode_value,
     metadata_partition,
+    replay,
     uuid_to_b64,
 )
 
@@ -69,3 +70,25 @@ def test_ids_and_partitioning() -> None:
     assert len(uuid_to_b64(u)) == 22
     assert 0 <= metadata_partition(u, 5, 50) < 50
     assert metadata_partition(u, 5, 50) == metadata_partition(u, 5, 50)
+
+
+def test_replay_keeps_finished_segments_until_their_deletion() -> None:
+    def seg(n: int, start: int) -> RemoteLogSegmentMetadata:
+        return RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.UUID(int=n)), start,
+                                        start + 9, 1, 0, 0, {0: start}, 100 + n)
+
+    def upd(n: int, state: RemoteLogSegmentState) -> RemoteLogSegmentMetadataUpdate:
+        return RemoteLogSegmentMetadataUpdate(RemoteLogSegmentId(TIP, uuid.UUID(int=n)), 1, 0,
+                                              state)
+
+    S = RemoteLogSegmentState
+    events = [seg(2, 10), seg(1, 0), upd(1, S.COPY_SEGMENT_FINISHED),
+              upd(2, S.COPY_SEGMENT_FINISHED), seg(3, 20),  # 3: a copy cut short
+              upd(9, S.COPY_SEGMENT_FINISHED)]  # unknown: ignored
+    got = replay(events)
+    assert [(m.start_offset, m.segment_size_in_bytes) for m in got[TIP]] == [(0, 101), (10, 102)]
+    got = replay([*events, upd(1, S.DELETE_SEGMENT_STARTED)])
+    assert [m.start_offset for m in got[TIP]] == [10]
+    deleted = RemotePartitionDeleteMetadata(TIP, 1, 0,
+                                            RemotePartitionDeleteState.DELETE_PARTITION_MARKED)
+    assert replay([*events, deleted]) == {}

@@ -74,3 +74,14 @@ def test_leader_epoch_checkpoint_round_trip() -> None:
     entries = [(0, 0), (3, 150), (4, 900)]
     assert parse_checkpoint(_checkpoint_text(entries)) == entries
     assert parse_checkpoint(_checkpoint_text([])) == []
+
+
+def test_the_delete_records_start_offset_is_stored_and_no_orphan(tmp_path: Path) -> None:
+    rsm = RemoteStorageManager((tmp_path / "remote").as_uri())
+    assert rsm.read_start_offset(TIP) == -1
+    rsm.write_start_offset(TIP, 42)
+    rsm.write_start_offset(TIP, 57)
+    assert rsm.read_start_offset(TIP) == 57
+    assert rsm.scan(TIP) == ([], [])
+    rsm.delete_partition(TIP)
+    assert rsm.read_start_offset(TIP) == -1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Sequence
 from typing import Any
@@ -14,6 +15,8 @@ from ..context import RequestContext
 from ..log_precreate import commit_with_logs
 from ..services import AdminServices
 from . import authz
+
+log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -278,8 +281,20 @@ async def handle_delete_records(broker: AdminServices, ctx: RequestContext, req:
                               "low_watermark": plog.log_start_offset,
                               "error_code": E.OFFSET_OUT_OF_RANGE})
                 continue
-            # the remote tier's part goes asynchronously (tiered/remote_log_manager.py)
+            # the remote tier's part: the offset is stored in the remote tier before the
+            # answer (a restart must not bring the records back), the segments wholly
+            # below it go asynchronously (tiered/remote_log_manager.py)
             plog.remote_deleted_before = max(plog.remote_deleted_before, offset)
+            tier = broker.remote_tier
+            if tier is not None and plog.config.remote_storage_enable:
+                try:
+                    await tier.rlm.store_start_offset(part)
+                except Exception as e:  # noqa: BLE001 - any store error: retried
+                    log.warning("%s-%d: cannot store the log start offset %d in the remote "
+                                "tier: %r", t.name, p.partition_index, offset, e)
+                    parts.append({"partition_index": p.partition_index, "low_watermark": -1,
+                                  "error_code": E.KAFKA_STORAGE_ERROR})
+                    continue
             if offset > plog.log_start_offset:
                 try:
                     plog.delete_records_before(offset)
