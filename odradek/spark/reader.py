@@ -43,7 +43,8 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from odradek.spark.broker import OffsetReader, client_conf
+from odradek.spark.broker import OffsetReader, client_conf, is_secured
+from odradek.spark.broker_read import DataLossError, read_fetch
 from odradek.spark.options import SourceOptions, TopicPartitionKey
 from odradek.spark.remote_plan import (
     RemoteSegment,
@@ -61,10 +62,6 @@ CONSUME_BATCH = 10_000
 CONSUME_WAIT_S = 0.5
 
 OffsetDict = dict[str, dict[str, int]]
-
-
-class DataLossError(RuntimeError):
-    """Offsets the query needs are gone (failOnDataLoss=true)."""
 
 
 def to_offset_dict(offsets: dict[TopicPartitionKey, int]) -> OffsetDict:
@@ -99,6 +96,7 @@ def executor_conf(opts: SourceOptions) -> dict[str, Any]:
         "fail_on_data_loss": opts.fail_on_data_loss,
         "poll_timeout_ms": opts.poll_timeout_ms,
         "group_id_prefix": opts.group_id_prefix,
+        "read_path": opts.broker_read_path,
     }
 
 
@@ -160,7 +158,25 @@ def _check_start_offsets(
 
 
 def read_range(part: OffsetRangePartition, schema: StructType) -> Iterator[Any]:
-    """Yield Arrow record batches holding the records of [from, until)."""
+    """Yield Arrow record batches holding the records of [from, until): with
+    odradek's Fetch client (broker_read.py) unless brokerReadPath is consumer,
+    or auto with a kafka.security.protocol other than PLAINTEXT."""
+    conf = part.conf
+    path = conf.get("read_path", "auto")
+    if path == "consumer" or (path == "auto" and is_secured(conf["kafka"])):
+        return read_consumer(part, schema)
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return read_fetch(
+        conf["bootstrap"], part.topic, part.partition, part.from_offset, part.until_offset,
+        arrow_schema=to_arrow_schema(schema, timezone="UTC"),
+        isolation_level=conf["isolation_level"], fail_on_data_loss=conf["fail_on_data_loss"],
+        poll_timeout_ms=conf["poll_timeout_ms"], rows_per_batch=ARROW_BATCH_ROWS)
+
+
+def read_consumer(part: OffsetRangePartition, schema: StructType) -> Iterator[Any]:
+    """The records of [from, until) through a librdkafka consumer, one Python
+    object per record (the path before the Fetch client; kept for TLS and SASL)."""
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     from pyspark.sql.pandas.types import to_arrow_schema
