@@ -402,6 +402,9 @@ def crash_hook(stage: str, batch_id: int, partition: int = 0, attempt: int = 0) 
       yet written) kills the driver;
     - fail-before-commit / fail-after-commit: the first attempt of every task
       raises after producing (transaction open) / after commit_transaction;
+    - kill-worker-before-commit: the first attempt of task partition 0 kills
+      its own Python worker (SIGKILL) with its rows produced and its
+      transaction open; the driver lives and Spark retries the task;
     - pause-before-commit: the first attempt of task partition 0 creates
       `$ODRADEK_SPARK_TEST_PAUSE_DIR/paused-<batch>` before its commit and waits
       until that file is removed (at most HOOK_WAIT_S).
@@ -426,6 +429,10 @@ def crash_hook(stage: str, batch_id: int, partition: int = 0, attempt: int = 0) 
             if stage == point[len("fail-"):]:
                 _note(f"{point}:{batch_id} partition {partition}: failing attempt 0")
                 raise InjectedTaskFailure(f"{point}:{batch_id} partition {partition} attempt 0")
+        elif (point == "kill-worker-before-commit" and stage == "before-commit"
+              and (partition, attempt) == (0, 0)):
+            _note(f"{point}:{batch_id}: kill -9 of this Python worker, transaction open")
+            os.kill(os.getpid(), signal.SIGKILL)
         elif point == "pause-before-commit" and stage == "before-commit" and (partition, attempt) == (0, 0):
             _note(f"{point}:{batch_id}: pausing")
             flag = os.path.join(os.environ[PAUSE_DIR_ENV], f"paused-{batch_id}")
