@@ -6,13 +6,15 @@ Offsets, on the driver, are plain dicts `{topic: {"partition": offset}}` — the
 same JSON Spark's Kafka source writes to its checkpoint — so a streaming query
 restarted from its checkpoint plans exactly the ranges it had planned.
 
-A read task gets an `OffsetRangePartition` (topic, partition, [from, until)),
-opens a confluent-kafka Consumer with `assign()` (no group: nothing is
-committed), and yields `pyarrow.RecordBatch`es of at most
-`ARROW_BATCH_ROWS` rows, typed exactly as `to_arrow_schema(SCHEMA)`. It stops
-when its position reaches `until`; under read_committed the position can pass
-`until` without a record at `until - 1` (transaction markers, aborted data), so
-the loop watches the consumer's position, not only the offsets it saw.
+A read task gets an `OffsetRangePartition` (topic, partition, [from, until))
+and yields `pyarrow.RecordBatch`es of at most `ARROW_BATCH_ROWS` rows, typed
+exactly as `to_arrow_schema(SCHEMA)`, by one of two paths (`brokerReadPath`):
+odradek's Fetch client with the batches decoded in bulk (broker_read.py, the
+default over PLAINTEXT), or a confluent-kafka Consumer with `assign()` (no
+group: nothing is committed; TLS and SASL). The consumer path stops when its
+position reaches `until`; under read_committed the position can pass `until`
+without a record at `until - 1` (transaction markers, aborted data), so the
+loop watches the consumer's position, not only the offsets it saw.
 
 The streaming reader keeps, between calls, only what Spark's Kafka source
 keeps: the time of the last batch (for `minOffsetsPerTrigger` +
