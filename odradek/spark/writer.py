@@ -127,6 +127,9 @@ def producer_conf(opts: SinkOptions, **extra: Any) -> dict[str, Any]:
         "linger.ms": 5,
         "batch.size": 1_000_000,
         "queue.buffering.max.messages": 500_000,
+        # Delivery reports only for failures: produce_batches only collects errors,
+        # and a report per record is a Python callback per row in flush().
+        "delivery.report.only.error": True,
         **client_conf(opts.bootstrap_servers, opts.kafka),
         "enable.idempotence": opts.acks == "all",
         "acks": opts.acks,
@@ -174,6 +177,11 @@ def produce_batches(producer: Any, batches: Iterator[Any], opts: SinkOptions) ->
         topics = cols.get("topic")
         parts = cols.get("partition")
         headers = cols.get("headers")
+        if opts.topic and parts is None and headers is None:  # the common case, lean
+            rows += _produce_plain(producer, opts.topic, keys, values, on_delivery, errors)
+            if errors:
+                break
+            continue
         for i in range(n):
             topic = opts.topic or (topics[i] if topics else None)
             if topic is None:
@@ -206,6 +214,24 @@ def produce_batches(producer: Any, batches: Iterator[Any], opts: SinkOptions) ->
     if left:
         raise TimeoutError(f"format(\"odradek\") sink: {left} records unacknowledged after flush")
     return rows
+
+
+def _produce_plain(producer: Any, topic: str, keys: list[Any] | None, values: list[Any],
+                   on_delivery: Any, errors: list[str]) -> int:
+    """Rows with a value and maybe a key, to one topic, partitioned by librdkafka."""
+    produce = producer.produce
+    for i, value in enumerate(values):
+        key = keys[i] if keys is not None else None
+        while True:
+            try:
+                produce(topic, value, key, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if errors:
+            return i + 1
+    producer.poll(0)
+    return len(values)
 
 
 def _task_partition_id() -> int:
