@@ -181,6 +181,7 @@ def _read(client: PartitionClient, start: int, until: int, arrow_schema: Any,
     if stats is not None:
         stats["fetches"] = stats.get("fetches", 0) + fetches
         stats["batches"] = stats.get("batches", 0) + batches
+        stats["leader_lookups"] = stats.get("leader_lookups", 0) + client.leader_lookups
 
 
 def _data_loss(name: str, start: int, low: int, fail: bool) -> int:

@@ -160,6 +160,7 @@ class PartitionClient:
         self.leader_epoch = -1
         self.partition_max_bytes = PARTITION_MAX_BYTES
         self.last_error = ""
+        self.leader_lookups = 0  # Metadata answers (1 + the leader changes followed)
 
     def __repr__(self) -> str:
         return f"PartitionClient({self.topic}-{self.partition})"
@@ -187,6 +188,7 @@ class PartitionClient:
                 failures.append(f"{host}:{port}: {e}")
                 conn.close()
                 continue
+            self.leader_lookups += 1
             self.brokers = {int(b.node_id): (b.host, int(b.port)) for b in md.brokers}
             leader, epoch = self._leader_of(md)
             if leader is None or leader not in self.brokers:
