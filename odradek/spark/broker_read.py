@@ -96,8 +96,9 @@ def read_fetch(
     bootstrap: str, topic: str, partition: int, from_offset: int, until_offset: int, *,
     arrow_schema: Any, isolation_level: str, fail_on_data_loss: bool, poll_timeout_ms: int,
     rows_per_batch: int, stats: dict[str, int] | None = None,
+    security: dict[str, str] | None = None,
 ) -> Iterator[Any]:
-    client = PartitionClient(bootstrap, topic, partition, isolation_level)
+    client = PartitionClient(bootstrap, topic, partition, isolation_level, security=security)
     try:
         yield from _read(client, from_offset, until_offset, arrow_schema, isolation_level,
                          fail_on_data_loss, poll_timeout_ms / 1000, rows_per_batch, stats)

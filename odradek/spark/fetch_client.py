@@ -25,8 +25,14 @@ connection drop the socket and look the leader up again after a backoff
 deadline; OFFSET_OUT_OF_RANGE is returned to the caller (broker_read.py
 decides, with failOnDataLoss, as a consumer with no reset policy would).
 
-Plaintext only: with `kafka.security.protocol` set to anything else the read
-goes through the librdkafka consumer (reader.py chooses).
+Security: the `kafka.security.protocol`, `kafka.sasl.*` and `kafka.ssl.*`
+options, as given, are mapped by security/client_properties.py (the mapping of
+the CLI's --command-config and of the driver's librdkafka settings) to an
+`ssl.SSLContext` and a SASL login: the socket is wrapped in TLS (the server
+name is the broker's host) and, on a SASL listener, logs in with SaslHandshake
+v1 and SaslAuthenticate v2 (PLAIN, SCRAM-SHA-256/512) before any request, as
+Kafka's clients do. A read task is short, so a session lifetime (KIP-368) is
+not renewed: a task outliving it fails and Spark retries it.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from kio.serial import entity_writer
 
 from odradek.protocol import api, entities
 from odradek.protocol.guard import decode_message
+from odradek.security.client_properties import ClientSecurity, client_security
 
 CLIENT_ID = b"odradek-spark-fetch"
 METADATA_VERSION = 9
@@ -97,14 +104,51 @@ def _error(value: Any) -> int:
     return int(getattr(value, "value", value))
 
 
-class Connection:
-    """One blocking socket to one broker; one request at a time."""
+class AuthenticationError(FetchClientError):
+    """The broker refused the SASL login (or its answer did not verify)."""
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+
+class Connection:
+    """One blocking socket to one broker; one request at a time; TLS and a SASL
+    login first when ``security`` asks for them."""
+
+    def __init__(self, host: str, port: int, timeout_s: float,
+                 security: ClientSecurity | None = None) -> None:
         self.where = f"{host}:{port}"
-        self.sock = socket.create_connection((host, port), timeout=timeout_s)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.correlation_id = 0
+        try:
+            if security is not None and security.ssl_context is not None:
+                sock = security.ssl_context.wrap_socket(sock, server_hostname=host)
+            self.sock = sock
+            if security is not None and security.sasl is not None:
+                self._authenticate(security.sasl, timeout_s)
+        except BaseException:
+            sock.close()
+            raise
+
+    def _authenticate(self, sasl: Any, timeout_s: float) -> None:
+        hs = self.call(api.ApiKey.SASL_HANDSHAKE, 1, {"mechanism": sasl.mechanism}, timeout_s)
+        if _error(hs.error_code):
+            raise AuthenticationError(
+                f"{self.where} refused SASL mechanism {sasl.mechanism} "
+                f"(error {_error(hs.error_code)}); it offers {', '.join(hs.mechanisms)}")
+        exchange = sasl.exchange()
+        token: bytes | None = next(exchange)
+        while token is not None:
+            resp = self.call(api.ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token}, timeout_s)
+            if _error(resp.error_code):
+                raise AuthenticationError(
+                    f"SASL {sasl.mechanism} authentication to {self.where} as "
+                    f"{sasl.username} failed: {resp.error_message}")
+            try:
+                token = exchange.send(bytes(resp.auth_bytes))
+            except StopIteration:
+                token = None
+            except ValueError as e:  # the server's answer does not verify
+                raise AuthenticationError(f"SASL {sasl.mechanism} with {self.where}: {e}"
+                                          ) from None
 
     def call(self, key: int, version: int, data: dict[str, Any], timeout_s: float) -> Any:
         req_cls = api.request_class(key, version)
@@ -147,7 +191,8 @@ class PartitionClient:
     """Metadata, ListOffsets and Fetch for one topic-partition, at its leader."""
 
     def __init__(self, bootstrap: str, topic: str, partition: int, isolation_level: str,
-                 request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
+                 request_timeout_s: float = REQUEST_TIMEOUT_S,
+                 security: dict[str, str] | None = None) -> None:
         self.bootstrap = [_address(a) for a in bootstrap.split(",") if a.strip()]
         if not self.bootstrap:
             raise FetchClientError(f"no bootstrap server in {bootstrap!r}")
@@ -161,6 +206,8 @@ class PartitionClient:
         self.partition_max_bytes = PARTITION_MAX_BYTES
         self.last_error = ""
         self.leader_lookups = 0  # Metadata answers (1 + the leader changes followed)
+        # Files are read and checked once per task (the driver checked them already).
+        self.security = client_security(security) if security else None
 
     def __repr__(self) -> str:
         return f"PartitionClient({self.topic}-{self.partition})"
@@ -174,7 +221,7 @@ class PartitionClient:
         failures = []
         for host, port in candidates:
             try:
-                conn = Connection(host, port, self.timeout_s)
+                conn = Connection(host, port, self.timeout_s, self.security)
             except OSError as e:
                 failures.append(f"{host}:{port}: {e}")
                 continue
@@ -200,7 +247,8 @@ class PartitionClient:
             else:
                 conn.close()
                 try:
-                    self.leader = Connection(*self.brokers[leader], self.timeout_s)
+                    self.leader = Connection(*self.brokers[leader], self.timeout_s,
+                                             self.security)
                 except OSError as e:
                     raise _Retry(f"leader {leader} at {self.brokers[leader]}: {e}") from e
             return self.leader

@@ -75,8 +75,7 @@ SOURCE_OPTIONS = frozenset(s.lower() for s in SOURCE_OPTION_NAMES)
 REMOTE_FS_PREFIX = "remote.rsm.config.fs."
 REMOTE_READ_MODES = ("auto", "direct", "off")
 # How a task reads through the brokers: odradek's Fetch client decoding record
-# batches to Arrow in bulk, or a librdkafka consumer (one object per record);
-# auto is fetch over PLAINTEXT and consumer with any kafka.security.protocol.
+# batches to Arrow in bulk (auto), or a librdkafka consumer (one object per record).
 BROKER_READ_PATHS = ("auto", "fetch", "consumer")
 SINK_OPTION_NAMES = ("topic", "deliveryGuarantee", "path", "checkpointLocation")
 SINK_OPTIONS = frozenset(s.lower() for s in SINK_OPTION_NAMES)
@@ -264,6 +263,8 @@ class SourceOptions:
     remote_url: str | None = None  # remote.rsm.config.url
     remote_fs: dict[str, Any] = field(default_factory=dict)  # remote.rsm.config.fs.*
     broker_read_path: str = "auto"  # "auto" | "fetch" | "consumer"
+    # kafka.security.protocol, kafka.sasl.*, kafka.ssl.* as given (prefix removed)
+    security: dict[str, str] = field(default_factory=dict)
 
     def matches(self, topic: str) -> bool:
         if self.strategy == "subscribe":
@@ -423,10 +424,11 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
     read_path = (opts.get("brokerReadPath") or "auto").strip().lower()
     if read_path not in BROKER_READ_PATHS:
         raise _err("brokerReadPath", f"expected one of {BROKER_READ_PATHS}, got {read_path!r}")
-    if read_path == "fetch" and kafka.get("security.protocol", "plaintext").strip().lower() \
-            != "plaintext":
-        raise _err("brokerReadPath", "fetch reads over PLAINTEXT only (no TLS or SASL yet); "
-                   "use auto or consumer with kafka.security.protocol")
+    # The security keys as given (Kafka's names), for the Fetch client on the executors.
+    security = {k[len(KAFKA_PREFIX):]: v for k, v in opts.values.items()
+                if k.startswith(KAFKA_PREFIX)
+                and (k == KAFKA_PREFIX + "security.protocol"
+                     or k.startswith((KAFKA_PREFIX + "sasl.", KAFKA_PREFIX + "ssl.")))}
 
     return SourceOptions(
         bootstrap_servers=servers,
@@ -452,6 +454,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         remote_url=remote_url,
         remote_fs=remote_fs,
         broker_read_path=read_path,
+        security=security,
     )
 
 
