@@ -1,8 +1,11 @@
-"""Build odradek's one optional C accelerator (the produce path's record walk).
+"""Build odradek's optional C accelerators: the produce path's record walk
+(protocol/_record_walk.c) and the Spark reader's walk of records into Arrow
+buffers (spark/_arrow_walk.c; without it spark/arrow_records.py walks in Python).
 
 Everything else is in pyproject.toml. The extension is optional: without a C
 compiler or Python headers the install goes on and odradek uses the Python
-walker in odradek/protocol/record_scan.py, which gives the same answers.
+walkers (odradek/protocol/record_scan.py, odradek/spark/arrow_records.py),
+which give the same answers.
 """
 
 from setuptools import Extension, setup
@@ -14,6 +17,12 @@ setup(
             sources=["odradek/protocol/_record_walk.c"],
             optional=True,
             extra_compile_args=["-O2"],
-        )
+        ),
+        Extension(
+            "odradek.spark._arrow_walk",
+            sources=["odradek/spark/_arrow_walk.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
     ]
 )

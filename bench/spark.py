@@ -1,5 +1,7 @@
-"""Cost of the PySpark data source: rows/s of a streaming read into a no-op sink,
-and of the streaming sink writing the same rows back.
+"""Cost of the PySpark data source: rows/s of a batch and a streaming read into a
+no-op sink, and of the streaming sink copying the same rows, with the broker read
+path of before (`brokerReadPath=consumer`, librdkafka, one object per record) and
+of now (`brokerReadPath=fetch`, record batches decoded in bulk) in the same run.
 
     .venv/bin/python bench/spark.py                # 1,000,000 records of 100 B
     .venv/bin/python bench/spark.py --records 100000
@@ -8,19 +10,21 @@ and of the streaming sink writing the same rows back.
 One run starts an odradek broker (temporary data dir, free port), fills a topic
 of `--partitions` partitions with `--records` records of `--value-bytes` bytes
 (confluent-kafka producer, not timed), starts a SparkSession (`local[2]`, not
-timed), then times two streaming queries, each with Trigger.AvailableNow so it
-ends when it has read everything:
+timed), then, for each read path of `--paths` (alternating, `--rounds` times), times:
 
-- read: `readStream.format("odradek")` -> `writeStream.format("noop")`;
-- write: `readStream.format("odradek")` -> `writeStream.format("odradek")` into a
-  new topic, once per guarantee: `--guarantee both` (the default) runs
-  at-least-once and then exactly-once (each into its own topic, with its own
-  checkpoint); `auto` is exactly-once when the broker serves transactions, else
-  at-least-once (the result says which ran).
+- batch: `read.format("odradek")` (earliest to latest) -> `write.format("noop")`;
+- stream: `readStream.format("odradek")` -> `writeStream.format("noop")`
+  (Trigger.AvailableNow: it ends when it has read everything);
+- copy: `readStream.format("odradek")` -> `writeStream.format("odradek")` into a
+  new topic, once per guarantee of `--guarantee` (`both`: at-least-once, then
+  exactly-once; `auto` is exactly-once when the broker serves transactions).
 
-rows/s = rows / wall time of the query, from start() to its end, so it includes
-Spark's per-batch planning (one batch here: no maxOffsetsPerTrigger). Results go
-to stdout and `bench/results/spark-<time>.json`.
+rows/s = rows / wall time of the query, from its start to its end, so it includes
+Spark's planning. CPU seconds per query are read from /proc: the driver's Python
+(this process), the JVM (driver and executors: `local[2]` is one JVM), the
+executors' Python workers and the broker. The 1-minute load average before and
+after is recorded: other work on the machine shows there. Results go to stdout
+and `bench/results/spark-<time>.json`.
 """
 
 from __future__ import annotations
@@ -69,6 +73,67 @@ def fill(bootstrap: str, topic: str, partitions: int, records: int, value_bytes:
     assert p.flush(120) == 0
 
 
+def _proc_cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    # utime, stime, and cutime, cstime: the CPU of children that ended (and were
+    # waited for), so Python workers that came and went are counted too.
+    return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            text = (task / "children").read_text().split()
+            out.extend(int(c) for c in text)
+    except OSError:
+        pass
+    return out
+
+
+def cpu_by_role(broker_pid: int) -> dict[str, float]:
+    """CPU seconds so far of this process's tree, by role, and of the broker's."""
+    roles = {"driver_python": 0.0, "jvm": 0.0, "python_workers": 0.0, "broker": 0.0}
+    todo = [(os.getpid(), "driver_python")]
+    seen: set[int] = set()
+    while todo:
+        pid, role = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        if pid == broker_pid or role == "broker":
+            role = "broker"
+        else:
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"java" in cmd.split(b"\0")[0]:
+                role = "jvm"
+            elif b"pyspark" in cmd and pid != os.getpid():
+                role = "python_workers"
+        roles[role] += _proc_cpu_s(pid)
+        todo.extend((c, role) for c in _children(pid))
+    return roles
+
+
+def _measure(broker_pid: int, run: Any) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
+    cpu0 = cpu_by_role(broker_pid)
+    t0 = time.monotonic()
+    rows = run()
+    elapsed = time.monotonic() - t0
+    cpu1 = cpu_by_role(broker_pid)
+    return {
+        "rows": rows, "s": round(elapsed, 2), "rows_per_s": round(rows / elapsed),
+        "cpu_s": {k: round(cpu1[k] - cpu0[k], 2) for k in cpu0},
+        "load_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+    }
+
+
 def timed_query(writer: Any) -> tuple[float, int]:
     t0 = time.monotonic()
     q = writer.trigger(availableNow=True).start()
@@ -91,9 +156,14 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--value-bytes", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=4)
-    ap.add_argument("--guarantee", default="both",
+    ap.add_argument("--paths", default="consumer,fetch",
+                    help="brokerReadPath values to compare, comma-separated")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--queries", default="batch,stream,copy")
+    ap.add_argument("--guarantee", default="exactly-once",
                     choices=("both", "auto", "exactly-once", "at-least-once"))
     args = ap.parse_args()
+    queries = args.queries.split(",")
 
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -105,8 +175,10 @@ def main() -> int:
     base = Path(tempfile.mkdtemp(prefix="odradek-spark-bench-"))
     broker = BrokerProcess("odradek", data_dir=base / "data", log_path=base / "broker.log")
     broker.start()
+    runs: list[dict[str, Any]] = []
     try:
         bs = broker.bootstrap
+        broker_pid = broker.proc.pid if getattr(broker, "proc", None) else -1
         t0 = time.monotonic()
         fill(bs, "bench-in", args.partitions, args.records, args.value_bytes)
         fill_s = time.monotonic() - t0
@@ -115,49 +187,63 @@ def main() -> int:
             .config("spark.ui.enabled", "false")
             .config("spark.sql.shuffle.partitions", "2")
             .config("spark.driver.memory", "2g")
+            .config("spark.python.worker.reuse", "true")
             .getOrCreate()
         )
         spark.sparkContext.setLogLevel("ERROR")
         odradek.spark.register(spark)
-
-        def source() -> Any:
-            return (
-                spark.readStream.format("odradek")
-                .option("kafka.bootstrap.servers", bs)
-                .option("subscribe", "bench-in")
-                .option("startingOffsets", "earliest")
-                .load()
-            )
-
-        read_s, read_rows = timed_query(
-            source().writeStream.format("noop").option("checkpointLocation", str(base / "ck-read"))
-        )
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": bs})
-        guarantees = ["at-least-once", "exactly-once"] if args.guarantee == "both" else [args.guarantee]
-        writes = []
-        for guarantee in guarantees:
-            out_topic = f"bench-out-{guarantee}"
-            admin.create_topics([NewTopic(out_topic, args.partitions, 1)])[out_topic].result(30)
-            exactly_once = guarantee == "exactly-once" or (
-                guarantee == "auto" and broker_supports_transactions(bs)
-            )
-            write_s, write_rows = timed_query(
-                source()
-                .select("key", "value")
-                .writeStream.format("odradek")
-                .option("kafka.bootstrap.servers", bs)
-                .option("topic", out_topic)
-                .option("deliveryGuarantee", guarantee)
-                .option("checkpointLocation", str(base / f"ck-write-{guarantee}"))
-            )
-            writes.append({
-                "guarantee": "exactly-once" if exactly_once else "at-least-once",
-                "rows": write_rows,
-                "s": round(write_s, 2),
-                "rows_per_s": round(write_rows / write_s),
-            })
+        guarantees = (["at-least-once", "exactly-once"] if args.guarantee == "both"
+                      else [args.guarantee])
+
+        def options(reader: Any, path: str) -> Any:
+            return (reader.format("odradek").option("kafka.bootstrap.servers", bs)
+                    .option("subscribe", "bench-in").option("startingOffsets", "earliest")
+                    .option("brokerReadPath", path))
+
+        def batch(path: str) -> int:
+            df = options(spark.read, path).option("endingOffsets", "latest").load()
+            df.write.format("noop").mode("overwrite").save()
+            return args.records
+
+        n = 0
+        for round_ in range(args.rounds):
+            for path in args.paths.split(","):
+                n += 1
+                if "batch" in queries:
+                    runs.append({"query": "batch->noop", "path": path, "round": round_,
+                                 **_measure(broker_pid, lambda path=path: batch(path))})
+                    print(json.dumps(runs[-1]), file=sys.stderr)
+                if "stream" in queries:
+                    def stream(path: str = path, n: int = n) -> int:
+                        return timed_query(options(spark.readStream, path).load().writeStream
+                                           .format("noop").option(
+                                               "checkpointLocation", str(base / f"ck-read-{n}")))[1]
+                    runs.append({"query": "stream->noop", "path": path, "round": round_,
+                                 **_measure(broker_pid, stream)})
+                    print(json.dumps(runs[-1]), file=sys.stderr)
+                if "copy" not in queries:
+                    continue
+                for guarantee in guarantees:
+                    out_topic = f"bench-out-{guarantee}-{n}"
+                    admin.create_topics([NewTopic(out_topic, args.partitions, 1)])[out_topic].result(30)
+                    exactly_once = guarantee == "exactly-once" or (
+                        guarantee == "auto" and broker_supports_transactions(bs))
+
+                    def copy(path: str = path, guarantee: str = guarantee, out: str = out_topic,
+                             n: int = n) -> int:
+                        return timed_query(
+                            options(spark.readStream, path).load().select("key", "value")
+                            .writeStream.format("odradek")
+                            .option("kafka.bootstrap.servers", bs).option("topic", out)
+                            .option("deliveryGuarantee", guarantee)
+                            .option("checkpointLocation", str(base / f"ck-write-{guarantee}-{n}")))[1]
+                    runs.append({"query": "stream copy", "path": path, "round": round_,
+                                 "guarantee": "exactly-once" if exactly_once else "at-least-once",
+                                 **_measure(broker_pid, copy)})
+                    print(json.dumps(runs[-1]), file=sys.stderr)
         spark.stop()
         result = {
             "when": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -165,9 +251,9 @@ def main() -> int:
             "value_bytes": args.value_bytes,
             "partitions": args.partitions,
             "fill_s": round(fill_s, 2),
-            "read_noop": {"rows": read_rows, "s": round(read_s, 2), "rows_per_s": round(read_rows / read_s)},
-            "writes": writes,
-            "load_average_1m": os.getloadavg()[0],
+            "runs": runs,
+            "cpus": os.cpu_count(),
+            "uptime": Path("/proc/loadavg").read_text().strip(),
         }
     finally:
         broker.close()

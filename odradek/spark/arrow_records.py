@@ -18,7 +18,11 @@ fields as elements in between). `pyarrow.compute.take` then gathers the keys,
 the values and the header fields into their own arrays in C. Offsets and
 timestamps are machine integers in `array.array`s handed to Arrow without a
 copy. What is left per record is the varint walk (inline for one- and
-two-byte varints, as in protocol/record_scan.py) and a few appends.
+two-byte varints, as in protocol/record_scan.py) and a few appends; and for
+batches whose records carry no headers (the common case) not even that: the C
+walk (`_arrow_walk.c`, built when a compiler was there at install) returns the
+positions, offsets, timestamps and null flags of a whole batch as packed
+arrays, and answers None for anything else, which the Python loop then takes.
 
 Malformed records raise `InvalidRecords(CORRUPT_MESSAGE)`; no read goes past
 a records blob.
@@ -27,6 +31,7 @@ a records blob.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from typing import Any
 
 from odradek.protocol.record_scan import read_varint
@@ -39,6 +44,19 @@ from odradek.protocol.records import (
 
 # Flush before the shared buffer could overflow int32 Arrow offsets.
 MAX_BUFFER_BYTES = 1 << 30
+
+_CScan = Callable[[bytes, int, int, int, int, int, int],
+                  "tuple[int, bytes, bytes, bytes, bytes, bytes] | None"]
+_c_scan: _CScan | None
+try:  # the C walk (spark/_arrow_walk.c), built when a compiler was there at install
+    from odradek.spark._arrow_walk import scan as _c_scan
+except ImportError:  # pragma: no cover - depends on the build
+    _c_scan = None
+
+
+def c_scan_available() -> bool:
+    """Whether the C walk was built (tests compare it with the Python loop)."""
+    return _c_scan is not None
 
 
 class ArrowRecordBuilder:
@@ -60,8 +78,8 @@ class ArrowRecordBuilder:
         self.offsets = array("q")
         self.timestamps = array("q")
         self.ts_types = array("i")
-        self.key_nulls: list[int] = []  # row numbers with a null key
-        self.value_nulls: list[int] = []
+        self.key_valid = bytearray()  # per row: 0 for a null key, else 1
+        self.value_valid = bytearray()
         # headers: per row the number of headers; per header two element indexes
         self.header_counts = array("i")
         self.hkey_idx = array("i")
@@ -79,13 +97,44 @@ class ArrowRecordBuilder:
     def add(self, blob: bytes, header: BatchHeader, lo: int, hi: int) -> int:
         """Add the records of offsets [lo, hi) of one batch whose records blob
         (decompressed) is ``blob``; return how many were added."""
+        if _c_scan is not None:
+            got = _c_scan(blob, header.records_count, lo, hi, header.base_offset,
+                          header.base_timestamp, self._size)
+            if got is not None:
+                return self._add_scanned(blob, header, got)
+        return self._add_py(blob, header, lo, hi)
+
+    def _add_scanned(self, blob: bytes, header: BatchHeader,
+                     got: tuple[int, bytes, bytes, bytes, bytes, bytes]) -> int:
+        """Take what the C walk found in one batch (no record has headers)."""
+        added, bounds, offsets, timestamps, key_valid, value_valid = got
+        first = len(self.bounds)
+        self._parts.append(blob)
+        self._size += len(blob)
+        self.bounds.frombytes(bounds)
+        self.offsets.frombytes(offsets)
+        log_append = bool(header.attributes & TIMESTAMP_TYPE_MASK)
+        if log_append:
+            self.timestamps.extend(array("q", [header.max_timestamp]) * added)
+        else:
+            self.timestamps.frombytes(timestamps)
+        self.key_valid += key_valid
+        self.value_valid += value_valid
+        if self.include_headers:
+            self.key_idx.extend(range(first, first + 4 * added, 4))
+            self.value_idx.extend(range(first + 2, first + 4 * added, 4))
+            self.header_counts.extend(array("i", [0]) * added)
+        self.ts_types.extend(array("i", [1 if log_append else 0]) * added)
+        return added
+
+    def _add_py(self, blob: bytes, header: BatchHeader, lo: int, hi: int) -> int:
         base = self._size
         self._parts.append(blob)
         self._size += len(blob)
         stop = len(blob)
         bounds, key_idx, value_idx = self.bounds, self.key_idx, self.value_idx
         offsets, timestamps = self.offsets, self.timestamps
-        key_nulls, value_nulls = self.key_nulls, self.value_nulls
+        key_valid, value_valid = self.key_valid, self.value_valid
         with_headers = self.include_headers
         base_offset = header.base_offset
         base_ts = header.base_timestamp
@@ -139,8 +188,10 @@ class ArrowRecordBuilder:
                 if klen < 0:
                     if klen != -1:
                         raise InvalidRecords(CORRUPT_MESSAGE, f"invalid key length {klen}")
-                    key_nulls.append(row)
+                    key_valid.append(0)
                     klen = 0
+                else:
+                    key_valid.append(1)
                 key_start = pos
                 pos += klen
                 key_end = pos
@@ -155,8 +206,10 @@ class ArrowRecordBuilder:
                 if vlen < 0:
                     if vlen != -1:
                         raise InvalidRecords(CORRUPT_MESSAGE, f"invalid value length {vlen}")
-                    value_nulls.append(row)
+                    value_valid.append(0)
                     vlen = 0
+                else:
+                    value_valid.append(1)
                 bounds.extend((base + key_start, base + key_end, base + pos, base + pos + vlen))
                 pos += vlen
                 if with_headers:  # else field i of row r is element 4r + 1 (key), 4r + 3
@@ -233,17 +286,17 @@ class ArrowRecordBuilder:
             self.key_idx = array("i", range(1, 4 * n, 4))
             self.value_idx = array("i", range(3, 4 * n, 4))
 
-        def gather(idx: array, nulls: list[int], typ: Any = None) -> Any:
+        def gather(idx: array, valid: bytearray | None, typ: Any = None) -> Any:
             taken = pc.take(fields, pa.Array.from_buffers(pa.int32(), len(idx), [None, pa.py_buffer(idx)]))
-            if nulls:
-                taken = _with_nulls(pa, taken, nulls)
+            if valid is not None and 0 in valid:
+                taken = _with_validity(pa, taken, valid)
             return taken.cast(typ) if typ is not None else taken
 
         ts_type = self.schema.field("timestamp").type
         ts_ms = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.timestamps)])
         arrays = [
-            gather(self.key_idx, self.key_nulls),
-            gather(self.value_idx, self.value_nulls),
+            gather(self.key_idx, self.key_valid),
+            gather(self.value_idx, self.value_valid),
             pa.repeat(pa.scalar(self.topic, pa.string()), n),
             pa.repeat(pa.scalar(self.partition, pa.int32()), n),
             pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(self.offsets)]),
@@ -259,8 +312,13 @@ class ArrowRecordBuilder:
     def _header_array(self, pa: Any, gather: Any) -> Any:
         list_type = self.schema.field("headers").type
         struct_type = list_type.value_type
-        hkeys = gather(self.hkey_idx, [], pa.string())
-        hvalues = gather(self.hvalue_idx, self.hvalue_nulls)
+        hkeys = gather(self.hkey_idx, None, pa.string())
+        hvalid = None
+        if self.hvalue_nulls:
+            hvalid = bytearray(b"\x01") * len(self.hvalue_idx)
+            for i in self.hvalue_nulls:
+                hvalid[i] = 0
+        hvalues = gather(self.hvalue_idx, hvalid)
         structs = pa.StructArray.from_arrays(
             [hkeys, hvalues], fields=[struct_type.field(0), struct_type.field(1)]
         )
@@ -277,11 +335,8 @@ class ArrowRecordBuilder:
         )
 
 
-def _with_nulls(pa: Any, arr: Any, nulls: list[int]) -> Any:
-    """``arr`` (offset 0, no nulls) with the rows in ``nulls`` made null."""
-    valid = bytearray(b"\x01") * len(arr)
-    for i in nulls:
-        valid[i] = 0
+def _with_validity(pa: Any, arr: Any, valid: bytearray) -> Any:
+    """``arr`` (offset 0, no nulls) with the rows whose byte in ``valid`` is 0 made null."""
     as_bool = pa.Array.from_buffers(pa.uint8(), len(arr), [None, pa.py_buffer(valid)]).cast(pa.bool_())
     bitmap = as_bool.buffers()[1]
     return pa.Array.from_buffers(arr.type, len(arr), [bitmap, *arr.buffers()[1:]])

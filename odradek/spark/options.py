@@ -68,11 +68,15 @@ SOURCE_OPTION_NAMES = (
     "failOnDataLoss", "minPartitions", "maxRecordsPerPartition",
     "includeHeaders", "kafkaConsumer.pollTimeoutMs", "groupIdPrefix",
     "path", "checkpointLocation", "remoteRead", "remote.rsm.config.url",
+    "brokerReadPath",
 )
 SOURCE_OPTIONS = frozenset(s.lower() for s in SOURCE_OPTION_NAMES)
 # The remote tier's filesystem options, as the broker's rsm.config.fs.<option>.
 REMOTE_FS_PREFIX = "remote.rsm.config.fs."
 REMOTE_READ_MODES = ("auto", "direct", "off")
+# How a task reads through the brokers: odradek's Fetch client decoding record
+# batches to Arrow in bulk (auto), or a librdkafka consumer (one object per record).
+BROKER_READ_PATHS = ("auto", "fetch", "consumer")
 SINK_OPTION_NAMES = ("topic", "deliveryGuarantee", "path", "checkpointLocation")
 SINK_OPTIONS = frozenset(s.lower() for s in SINK_OPTION_NAMES)
 CANONICAL = {s.lower(): s for s in (*SOURCE_OPTION_NAMES, *SINK_OPTION_NAMES)}
@@ -258,6 +262,9 @@ class SourceOptions:
     remote_read: str = "auto"  # "auto" | "direct" | "off"
     remote_url: str | None = None  # remote.rsm.config.url
     remote_fs: dict[str, Any] = field(default_factory=dict)  # remote.rsm.config.fs.*
+    broker_read_path: str = "auto"  # "auto" | "fetch" | "consumer"
+    # kafka.security.protocol, kafka.sasl.*, kafka.ssl.* as given (prefix removed)
+    security: dict[str, str] = field(default_factory=dict)
 
     def matches(self, topic: str) -> bool:
         if self.strategy == "subscribe":
@@ -414,6 +421,14 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
     kafka.pop("bootstrap.servers", None)
     poll_timeout = _parse_positive_int(opts, "kafkaConsumer.pollTimeoutMs")
     remote_read, remote_url, remote_fs = _parse_remote(opts, streaming)
+    read_path = (opts.get("brokerReadPath") or "auto").strip().lower()
+    if read_path not in BROKER_READ_PATHS:
+        raise _err("brokerReadPath", f"expected one of {BROKER_READ_PATHS}, got {read_path!r}")
+    # The security keys as given (Kafka's names), for the Fetch client on the executors.
+    security = {k[len(KAFKA_PREFIX):]: v for k, v in opts.values.items()
+                if k.startswith(KAFKA_PREFIX)
+                and (k == KAFKA_PREFIX + "security.protocol"
+                     or k.startswith((KAFKA_PREFIX + "sasl.", KAFKA_PREFIX + "ssl.")))}
 
     return SourceOptions(
         bootstrap_servers=servers,
@@ -438,6 +453,8 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
         remote_read=remote_read,
         remote_url=remote_url,
         remote_fs=remote_fs,
+        broker_read_path=read_path,
+        security=security,
     )
 
 

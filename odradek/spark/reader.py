@@ -6,13 +6,15 @@ Offsets, on the driver, are plain dicts `{topic: {"partition": offset}}` — the
 same JSON Spark's Kafka source writes to its checkpoint — so a streaming query
 restarted from its checkpoint plans exactly the ranges it had planned.
 
-A read task gets an `OffsetRangePartition` (topic, partition, [from, until)),
-opens a confluent-kafka Consumer with `assign()` (no group: nothing is
-committed), and yields `pyarrow.RecordBatch`es of at most
-`ARROW_BATCH_ROWS` rows, typed exactly as `to_arrow_schema(SCHEMA)`. It stops
-when its position reaches `until`; under read_committed the position can pass
-`until` without a record at `until - 1` (transaction markers, aborted data), so
-the loop watches the consumer's position, not only the offsets it saw.
+A read task gets an `OffsetRangePartition` (topic, partition, [from, until))
+and yields `pyarrow.RecordBatch`es of at most `ARROW_BATCH_ROWS` rows, typed
+exactly as `to_arrow_schema(SCHEMA)`, by one of two paths (`brokerReadPath`):
+odradek's Fetch client with the batches decoded in bulk (broker_read.py, the
+default), or a confluent-kafka Consumer with `assign()` (no group: nothing is
+committed). The consumer path stops when its
+position reaches `until`; under read_committed the position can pass `until`
+without a record at `until - 1` (transaction markers, aborted data), so the
+loop watches the consumer's position, not only the offsets it saw.
 
 The streaming reader keeps, between calls, only what Spark's Kafka source
 keeps: the time of the last batch (for `minOffsetsPerTrigger` +
@@ -44,6 +46,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from odradek.spark.broker import OffsetReader, client_conf
+from odradek.spark.broker_read import DataLossError, read_fetch
 from odradek.spark.options import SourceOptions, TopicPartitionKey
 from odradek.spark.remote_plan import (
     RemoteSegment,
@@ -61,10 +64,6 @@ CONSUME_BATCH = 10_000
 CONSUME_WAIT_S = 0.5
 
 OffsetDict = dict[str, dict[str, int]]
-
-
-class DataLossError(RuntimeError):
-    """Offsets the query needs are gone (failOnDataLoss=true)."""
 
 
 def to_offset_dict(offsets: dict[TopicPartitionKey, int]) -> OffsetDict:
@@ -99,6 +98,8 @@ def executor_conf(opts: SourceOptions) -> dict[str, Any]:
         "fail_on_data_loss": opts.fail_on_data_loss,
         "poll_timeout_ms": opts.poll_timeout_ms,
         "group_id_prefix": opts.group_id_prefix,
+        "read_path": opts.broker_read_path,
+        "security": dict(opts.security),
     }
 
 
@@ -160,7 +161,24 @@ def _check_start_offsets(
 
 
 def read_range(part: OffsetRangePartition, schema: StructType) -> Iterator[Any]:
-    """Yield Arrow record batches holding the records of [from, until)."""
+    """Yield Arrow record batches holding the records of [from, until): with
+    odradek's Fetch client (broker_read.py) unless brokerReadPath is consumer."""
+    conf = part.conf
+    if conf.get("read_path", "auto") == "consumer":
+        return read_consumer(part, schema)
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return read_fetch(
+        conf["bootstrap"], part.topic, part.partition, part.from_offset, part.until_offset,
+        arrow_schema=to_arrow_schema(schema, timezone="UTC"),
+        isolation_level=conf["isolation_level"], fail_on_data_loss=conf["fail_on_data_loss"],
+        poll_timeout_ms=conf["poll_timeout_ms"], rows_per_batch=ARROW_BATCH_ROWS,
+        security=conf.get("security") or {})
+
+
+def read_consumer(part: OffsetRangePartition, schema: StructType) -> Iterator[Any]:
+    """The records of [from, until) through a librdkafka consumer, one Python
+    object per record (the path before the Fetch client)."""
     import pyarrow as pa
     from confluent_kafka import Consumer, KafkaError, TopicPartition
     from pyspark.sql.pandas.types import to_arrow_schema

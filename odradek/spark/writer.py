@@ -127,6 +127,9 @@ def producer_conf(opts: SinkOptions, **extra: Any) -> dict[str, Any]:
         "linger.ms": 5,
         "batch.size": 1_000_000,
         "queue.buffering.max.messages": 500_000,
+        # Delivery reports only for failures: produce_batches only collects errors,
+        # and a report per record is a Python callback per row in flush().
+        "delivery.report.only.error": True,
         **client_conf(opts.bootstrap_servers, opts.kafka),
         "enable.idempotence": opts.acks == "all",
         "acks": opts.acks,
@@ -174,6 +177,11 @@ def produce_batches(producer: Any, batches: Iterator[Any], opts: SinkOptions) ->
         topics = cols.get("topic")
         parts = cols.get("partition")
         headers = cols.get("headers")
+        if opts.topic and parts is None and headers is None:  # the common case, lean
+            rows += _produce_plain(producer, opts.topic, keys, values, on_delivery, errors)
+            if errors:
+                break
+            continue
         for i in range(n):
             topic = opts.topic or (topics[i] if topics else None)
             if topic is None:
@@ -206,6 +214,24 @@ def produce_batches(producer: Any, batches: Iterator[Any], opts: SinkOptions) ->
     if left:
         raise TimeoutError(f"format(\"odradek\") sink: {left} records unacknowledged after flush")
     return rows
+
+
+def _produce_plain(producer: Any, topic: str, keys: list[Any] | None, values: list[Any],
+                   on_delivery: Any, errors: list[str]) -> int:
+    """Rows with a value and maybe a key, to one topic, partitioned by librdkafka."""
+    produce = producer.produce
+    for i, value in enumerate(values):
+        key = keys[i] if keys is not None else None
+        while True:
+            try:
+                produce(topic, value, key, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.05)
+        if errors:
+            return i + 1
+    producer.poll(0)
+    return len(values)
 
 
 def _task_partition_id() -> int:
@@ -402,6 +428,9 @@ def crash_hook(stage: str, batch_id: int, partition: int = 0, attempt: int = 0) 
       yet written) kills the driver;
     - fail-before-commit / fail-after-commit: the first attempt of every task
       raises after producing (transaction open) / after commit_transaction;
+    - kill-worker-before-commit: the first attempt of task partition 0 kills
+      its own Python worker (SIGKILL) with its rows produced and its
+      transaction open; the driver lives and Spark retries the task;
     - pause-before-commit: the first attempt of task partition 0 creates
       `$ODRADEK_SPARK_TEST_PAUSE_DIR/paused-<batch>` before its commit and waits
       until that file is removed (at most HOOK_WAIT_S).
@@ -426,6 +455,10 @@ def crash_hook(stage: str, batch_id: int, partition: int = 0, attempt: int = 0) 
             if stage == point[len("fail-"):]:
                 _note(f"{point}:{batch_id} partition {partition}: failing attempt 0")
                 raise InjectedTaskFailure(f"{point}:{batch_id} partition {partition} attempt 0")
+        elif (point == "kill-worker-before-commit" and stage == "before-commit"
+              and (partition, attempt) == (0, 0)):
+            _note(f"{point}:{batch_id}: kill -9 of this Python worker, transaction open")
+            os.kill(os.getpid(), signal.SIGKILL)
         elif point == "pause-before-commit" and stage == "before-commit" and (partition, attempt) == (0, 0):
             _note(f"{point}:{batch_id}: pausing")
             flag = os.path.join(os.environ[PAUSE_DIR_ENV], f"paused-{batch_id}")

@@ -301,3 +301,54 @@ def test_exactly_once_under_driver_kills_task_failures_and_broker_restart(
         f"missing {sorted((expected - got).elements())[:10]}, "
         f"extra {sorted((got - expected).elements())[:10]}"
     )
+
+
+def _all_values(bootstrap: str, topic: str) -> Counter[bytes]:
+    """Every data record of partition 0 of `topic`, read_uncommitted (aborted too)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "all-values",
+                  "enable.auto.commit": False, "isolation.level": "read_uncommitted"})
+    try:
+        _low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: Counter[bytes] = Counter()
+        deadline = time.monotonic() + 60
+        while c.position([TopicPartition(topic, 0)])[0].offset < high:
+            for m in c.consume(1000, 0.2):
+                assert m.error() is None, m.error()
+                got[m.value()] += 1
+            assert time.monotonic() < deadline, f"read_uncommitted of {topic} stuck below {high}"
+        return got
+    finally:
+        c.close()
+
+
+@pytest.mark.timeout(400)  # one driver start-up
+def test_exactly_once_when_a_python_worker_is_killed_with_its_transaction_open(
+    spark_broker: BrokerProcess, tmp_path: Path, topic_name: str
+) -> None:
+    """kill -9 of the Python worker running a sink task, its rows acknowledged in
+    the log and its transaction open; the driver lives, Spark retries the task,
+    the retry's InitProducerId aborts the open transaction: read_committed holds
+    every row once, the log holds the killed attempt's rows as aborted."""
+    bs = spark_broker.bootstrap
+    src, dst = f"{topic_name}-in", f"{topic_name}-out"
+    create_topic(bs, src, PARTITIONS)
+    create_topic(bs, dst, 1)
+    per_partition = 20
+    produce(bs, src, (
+        (p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), None)
+        for p in range(PARTITIONS) for i in range(per_partition)
+    ))
+    expected = Counter(f"v{p}-{i}".encode() for p in range(PARTITIONS) for i in range(per_partition))
+    rc, out = _run_driver(tmp_path / "driver.log", bs, src, dst, tmp_path / "checkpoint",
+                          master="local[2,3]", env={CRASH_ENV: "kill-worker-before-commit:1"})
+    assert "kill-worker-before-commit:1: kill -9 of this Python worker" in out, out[-3000:]
+    assert rc == 0 and "EO-DONE" in out, f"rc {rc}\n{out[-3000:]}"
+    assert Counter(committed_values(bs, dst)) == expected
+    # The killed attempt's rows are in the log, aborted: batch 1 of task partition 0
+    # (5 rows of input partition 0) appears once more to read_uncommitted.
+    extra = _all_values(bs, dst) - expected
+    assert sum(extra.values()) == MAX_PER_TRIGGER // PARTITIONS, extra
+    assert all(v.startswith(b"v") for v in extra), extra

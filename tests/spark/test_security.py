@@ -181,3 +181,25 @@ def test_an_untrusted_broker_certificate_is_a_clear_error(secured: SecuredBroker
     with pytest.raises(OdradekAuthenticationError, match="refused the login"):
         check_login(opts.bootstrap_servers, opts.kafka)
     assert time.monotonic() - started < 30
+
+
+def test_fetch_read_path_over_sasl_ssl_equals_consumer(spark: Any, secured: SecuredBroker
+                                                       ) -> None:
+    """The read tasks' own Fetch client over TLS with a SCRAM login (PEM trust store,
+    host name checked) returns what the librdkafka consumer returns."""
+    name = f"sec-fetch-{uuid.uuid4().hex[:8]}"
+    create_topics(secured, name)
+    p = Producer({**secured.admin_conf(), "compression.type": "zstd"})
+    for i in range(300):
+        p.produce(name, key=None if i % 7 == 0 else f"k{i}".encode(), value=f"v{i}".encode(),
+                  partition=i % 2, headers=[("h", b"x")] if i % 5 == 0 else None)
+    assert p.flush(30) == 0
+
+    def rows(path: str) -> list[Any]:
+        return (spark.read.format("odradek").options(**secured.source_options())
+                .option("subscribe", name).option("includeHeaders", "true")
+                .option("brokerReadPath", path).load().orderBy("partition", "offset").collect())
+
+    fetched = rows("fetch")
+    assert len(fetched) == 300
+    assert fetched == rows("consumer")
