@@ -375,6 +375,11 @@ _DEFS: list[ConfigDef] = [
        "group.", MEDIUM, at_least(1)),
     _d("group.consumer.assignors", LI, ["uniform", "range"], "Server-side assignors of "
        "KIP-848 groups; the first is the default.", MEDIUM),
+    _d("group.consumer.migration.policy", S, "bidirectional", "Online migration of groups "
+       "with members between the classic and the KIP-848 protocol: 'upgrade' (classic to "
+       "consumer when a KIP-848 member joins), 'downgrade' (back when the last KIP-848 "
+       "member leaves), both, or 'disabled'.", MEDIUM,
+       one_of("bidirectional", "upgrade", "downgrade", "disabled", case_sensitive=False)),
     # --- KRaft ---
     _d("broker.heartbeat.interval.ms", I, 2000, "Broker heartbeat to the controller.",
        MEDIUM),
