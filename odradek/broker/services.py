@@ -175,6 +175,15 @@ class ScramServices(Identity, MetadataWrites, Protocol):
     in the image; changes are metadata records)."""
 
 
+class QuorumServices(Protocol):
+    """handlers/quorum.py: DescribeQuorum."""
+
+    @property
+    def quorum(self) -> MetadataQuorum: ...
+    @property
+    def controller_listener_names(self) -> frozenset[str]: ...
+
+
 class NoServices(Protocol):
     """handlers/api_versions.py needs nothing of the node."""
 
@@ -183,4 +192,5 @@ FAMILIES: tuple[type[Any], ...] = (
     AdminServices, ConfigServices, MetadataServices, FetchServices, ReplicaFetchServices,
     ClusterServices, ReassignmentServices, LogDirServices, GroupServices, ProduceServices,
     ProducerIdServices, TxnServices, QuotaServices, AclServices, ScramServices,
+    QuorumServices,
 )
