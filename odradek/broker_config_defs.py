@@ -307,6 +307,9 @@ _DEFS: list[ConfigDef] = [
     _d("follower.replication.throttled.rate", L, LONG_MAX, "Bytes/s this broker fetches "
        "for its throttled out-of-sync replicas (follower.replication.throttled.replicas).",
        MEDIUM, at_least(0)),
+    _d("replica.alter.log.dirs.io.max.bytes.per.second", L, LONG_MAX, "Bytes/s this broker "
+       "copies when it moves replicas between its log dirs (AlterReplicaLogDirs); static "
+       "here (dynamic in Kafka).", MEDIUM, at_least(1)),
     _d("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred "
        "replicas.", HIGH),
     _d("leader.imbalance.check.interval.seconds", L, 300, "How often leadership balance is "

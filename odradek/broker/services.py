@@ -30,6 +30,7 @@ from .controller_service import ControllerService
 from .fd_budget import FdBudget
 from .fetch_session import FetchSessionCache
 from .lifecycle import BrokerLifecycle
+from .log_dir_moves import LogDirMoves
 
 # -- building blocks -------------------------------------------------------------------
 
@@ -119,13 +120,15 @@ class ReassignmentServices(Identity, Protocol):
     def controller_service(self) -> ControllerService | None: ...
 
 
-class LogDirServices(Replicas, Protocol):
-    """handlers/log_dirs.py: DescribeLogDirs."""
+class LogDirServices(Identity, Replicas, Protocol):
+    """handlers/log_dirs.py: DescribeLogDirs, AlterReplicaLogDirs."""
 
     @property
     def log_manager(self) -> LogManager: ...
     @property
     def log_dirs(self) -> list[Path]: ...
+    @property
+    def log_dir_moves(self) -> LogDirMoves: ...
 
 
 class GroupServices(Identity, Protocol):

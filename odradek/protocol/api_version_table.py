@@ -37,7 +37,6 @@ NOTES: dict[int, str] = {
     26: "v4 adds TRANSACTION_ABORTABLE, v5 is " + _TXN_V2,
     27: "v2 carries each marker's transaction version: " + _TXN_V2,
     28: "v4 adds TRANSACTION_ABORTABLE, v5 is " + _TXN_V2,
-    34: "moving replicas between log dirs online: not built",
     38: "delegation tokens: not built", 39: "delegation tokens: not built",
     40: "delegation tokens: not built", 41: "delegation tokens: not built",
     56: "controller listener", 57: "feature updates (UpdateFeatures): not built",
