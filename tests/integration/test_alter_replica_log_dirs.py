@@ -5,6 +5,9 @@ acknowledged is lost; the error codes of Kafka's ReplicaManager."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -15,6 +18,7 @@ from tests.integration.broker_proc import BrokerProcess
 from tests.integration.clients import (
     Out,
     Wire,
+    ck_admin,
     ck_consume,
     ck_produce,
     ck_producer,
@@ -108,6 +112,27 @@ def test_move_a_partition_between_log_dirs_under_produce_load(broker_kind, tmp_p
         assert alter(bs, dest, "no-such-topic") == 3  # UNKNOWN_TOPIC_OR_PARTITION
         assert alter(bs, dest, topic_name, 5) == 3
         assert alter(bs, dest, topic_name) == 0  # already there: nothing to do
+
+        # `odradek partitions reassign` with log_dirs moves it back (kafka-reassign-partitions)
+        node = next(iter(ck_admin(bs).list_topics(timeout=30).brokers))
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic_name, "partition": 0, "replicas": [node], "log_dirs": [src]}]}))
+
+        def reassign(action: str) -> str:
+            done = subprocess.run(
+                [sys.executable, "-m", "odradek", "partitions", "reassign", "--bootstrap-server",
+                 bs, "--reassignment-json-file", str(plan), action],
+                capture_output=True, text=True, timeout=60, check=False)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        assert f"Successfully started log directory move for: {topic_name}-0-{node}" in reassign(
+            "--execute")
+        wait_until(lambda: f"Reassignment of replica {topic_name}-0-{node} is completed."
+                   in reassign("--verify"), timeout=90, desc="the CLI's move back")
+        assert describe_log_dirs(bs, topic_name) == {src: [(0, False, 0)], dest: []}
+        src, dest = dest, src
 
         # the moved log is the partition's after a restart (the controller was told
         # its new dir, KIP-858), whole
