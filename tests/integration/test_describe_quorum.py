@@ -1,6 +1,8 @@
-"""DescribeQuorum (API 55) on a 3-voter quorum with a broker-only observer: the
+"""DescribeQuorum (API 55) on a 3-voter quorum with two broker-only observers: a
 broker forwards it to the active controller, which answers as the Raft leader;
-`odradek metadata-quorum describe --status|--replication` prints it."""
+`odradek metadata-quorum describe --status|--replication` prints it. The same
+cluster checks AlterReplicaLogDirs' REPLICA_NOT_AVAILABLE (a broker asked to move
+a replica it does not host)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import sys
 import time
 
 import pytest
+from confluent_kafka.admin import NewTopic
 
 from odradek.protocol import api
 from tests.integration.clients import Wire, wait_until
@@ -38,14 +41,14 @@ def cli(bootstrap: str, *args: str) -> str:
 def test_describe_quorum_three_voters_and_an_observer(broker_kind, tmp_path):
     if broker_kind != "odradek":
         pytest.skip("a cluster of odradek processes")
-    cluster = ClusterProcesses(tmp_path, brokers=1, controllers=3).start()
+    cluster = ClusterProcesses(tmp_path, brokers=2, controllers=3).start()
     try:
-        bs = cluster.bootstrap
+        bs = cluster.brokers[1].bootstrap
 
         def settled():
             r = describe_quorum(bs)
             p = r.topics[0].partitions[0]
-            ok = (r.error_code.value == 0 and p.error_code.value == 0 and p.observers
+            ok = (r.error_code.value == 0 and p.error_code.value == 0 and len(p.observers) == 2
                   and all(v.log_end_offset > 0 for v in p.current_voters))
             return r if ok else None
 
@@ -54,7 +57,7 @@ def test_describe_quorum_three_voters_and_an_observer(broker_kind, tmp_path):
         assert resp.topics[0].topic_name == "__cluster_metadata"
         assert p.leader_id in VOTERS and p.leader_epoch > 0 and p.high_watermark > 0
         assert sorted(v.replica_id for v in p.current_voters) == VOTERS
-        assert [o.replica_id for o in p.observers] == [1]
+        assert [o.replica_id for o in p.observers] == [1, 2]
         now_ms = time.time() * 1000
         for r in (*p.current_voters, *p.observers):
             assert r.log_end_offset <= p.high_watermark + 100
@@ -77,7 +80,20 @@ def test_describe_quorum_three_voters_and_an_observer(broker_kind, tmp_path):
         assert "ClusterId:" in status and "CONTROLLER://127.0.0.1:" in status
         rows = json.loads(cli(bs, "--format", "json", "describe", "--replication"))
         assert (rows[0]["node_id"], rows[0]["status"]) == (p.leader_id, "Leader")
-        assert sorted(r["node_id"] for r in rows) == [1, *VOTERS]
+        assert sorted(r["node_id"] for r in rows) == [1, 2, *VOTERS]
         assert {r["status"] for r in rows} == {"Leader", "Follower", "Observer"}
+
+        # AlterReplicaLogDirs to a broker that does not host the replica
+        admin = cluster.admin()
+        admin.create_topics([NewTopic("on-broker-1", 1, replica_assignment=[[1]])])["on-broker-1"] \
+            .result(timeout=30)
+        cluster.wait_for_partition("on-broker-1", 0, lambda v: v.leader == 1, "a leader")
+        other = cluster.brokers[2].bootstrap
+        with Wire(other) as w:
+            dirs = kio_call(w, api.ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}).results
+            moved = kio_call(w, api.ApiKey.ALTER_REPLICA_LOG_DIRS, 2, {"dirs": [
+                {"path": dirs[0].log_dir, "topics": [{"name": "on-broker-1", "partitions": [0]}]}
+            ]})
+        assert moved.results[0].partitions[0].error_code.value == 9  # REPLICA_NOT_AVAILABLE
     finally:
         cluster.close()

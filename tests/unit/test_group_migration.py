@@ -119,3 +119,26 @@ def test_policy_disabled_and_upgrade_only():
     core.consumer_heartbeat(G, hb("b", -1), VIEW, 200, out)
     group = core.groups[G]
     assert isinstance(group, ConsumerGroup) and list(group.members) == [a]  # no downgrade
+
+
+def test_downgrade_when_the_consumer_member_session_ends_and_classic_session_expiry():
+    core, out = make(), Out()
+    a = stable_classic(core, out)
+    core.consumer_heartbeat(G, hb("b", 0, {}), VIEW, 100, out)
+    assert isinstance(core.groups[G], ConsumerGroup)
+    # a keeps its classic session (6 s) alive; b's 10 s KIP-848 session runs out
+    for now in range(3000, 12000, 3000):
+        assert core.heartbeat(G, a, None, core.groups[G].members[a].member_epoch, now) in (
+            E.NONE, E.REBALANCE_IN_PROGRESS)
+        core.tick(now, VIEW, out)
+    core.tick(10_200, VIEW, out)
+    assert isinstance(core.groups[G], ClassicGroup)
+    # the other way: a classic member that stops heartbeating leaves the consumer group
+    core, out = make(), Out()
+    a = stable_classic(core, out)
+    r = core.consumer_heartbeat(G, hb("b", 0, {}), VIEW, 100, out)
+    for now in range(1000, 8000, 1000):
+        r = core.consumer_heartbeat(G, hb("b", r["member_epoch"], None), VIEW, now, out)
+        core.tick(now, VIEW, out)
+    group = core.groups[G]
+    assert isinstance(group, ConsumerGroup) and list(group.members) == ["b"]
