@@ -57,8 +57,9 @@ class Committing(Members):
                     pass  # a rebalance under way: the next owner reads from the last commit
 
 
-def classic(bootstrap: str, group: str) -> Consumer:
-    return ck_member(bootstrap, group, **{"group.protocol": "classic"})
+def classic(bootstrap: str, group: str, strategy: str = "range") -> Consumer:
+    return ck_member(bootstrap, group, **{"group.protocol": "classic",
+                                          "partition.assignment.strategy": strategy})
 
 
 def kip848(bootstrap: str, group: str) -> Consumer:
@@ -108,24 +109,28 @@ def duplicates(m: Members) -> int:
     return len(seen) - len(set(seen))
 
 
-def classic_group_that_read(bs: str, topic: str, m: Members) -> tuple[str, list[bytes]]:
+def classic_group_that_read(
+    bs: str, topic: str, m: Members, strategy: str = "range"
+) -> tuple[str, list[bytes]]:
     """A new group of one classic member that read (and committed) 80 records."""
     group = f"gmig-{uuid.uuid4().hex[:8]}"
     create_topic(bs, topic, PARTITIONS)
     first = produce(bs, topic, "a")
-    m.add("classic", classic(bs, group), [topic])
+    m.add("classic", classic(bs, group, strategy), [topic])
     m.poll_until(lambda: set(first) <= m.values(), desc="the classic member reads")
     assert group_type(bs, group) == "classic"
     return group, first
 
 
+@pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])
 def test_classic_group_upgrades_when_a_consumer_member_joins_then_stays_consumer(
-    gbroker, topic_name
+    gbroker, topic_name, strategy
 ):
+    """Eager (range) and cooperative classic members alike."""
     bs = gbroker.bootstrap
     m = Committing()
     try:
-        group, first = classic_group_that_read(bs, topic_name, m)
+        group, first = classic_group_that_read(bs, topic_name, m, strategy)
         before = committed(bs, group, topic_name)
         assert sum(before.values()) == len(first)
 
