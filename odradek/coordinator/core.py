@@ -421,7 +421,9 @@ class GroupCoordinator(GroupState):
                         "group_instance_id": m.instance_id,
                         "client_id": m.client_id,
                         "client_host": m.client_host,
-                        "member_metadata": encode_subscription(m.subscribed_topic_names),
+                        # a classic member's own subscription bytes, as it sent them
+                        "member_metadata": m.classic_protocols[0][1] if m.classic_protocols
+                        else encode_subscription(m.subscribed_topic_names),
                         "member_assignment": encode_assignment(
                             {names[t]: sorted(ps) for t, ps in m.assigned.items() if t in names}
                         ),
