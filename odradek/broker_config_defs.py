@@ -314,6 +314,9 @@ _DEFS: list[ConfigDef] = [
     _d("follower.replication.throttled.rate", L, LONG_MAX, "Bytes/s this broker fetches "
        "for its throttled out-of-sync replicas (follower.replication.throttled.replicas).",
        MEDIUM, at_least(0)),
+    _d("replica.alter.log.dirs.io.max.bytes.per.second", L, LONG_MAX, "Bytes/s this broker "
+       "copies when it moves replicas between its log dirs (AlterReplicaLogDirs); static "
+       "here (dynamic in Kafka).", MEDIUM, at_least(1)),
     _d("auto.leader.rebalance.enable", B, True, "Move leadership back to preferred "
        "replicas.", HIGH),
     _d("leader.imbalance.check.interval.seconds", L, 300, "How often leadership balance is "
@@ -382,6 +385,11 @@ _DEFS: list[ConfigDef] = [
        "group.", MEDIUM, at_least(1)),
     _d("group.consumer.assignors", LI, ["uniform", "range"], "Server-side assignors of "
        "KIP-848 groups; the first is the default.", MEDIUM),
+    _d("group.consumer.migration.policy", S, "bidirectional", "Online migration of groups "
+       "with members between the classic and the KIP-848 protocol: 'upgrade' (classic to "
+       "consumer when a KIP-848 member joins), 'downgrade' (back when the last KIP-848 "
+       "member leaves), both, or 'disabled'.", MEDIUM,
+       one_of("bidirectional", "upgrade", "downgrade", "disabled", case_sensitive=False)),
     # --- KRaft ---
     _d("broker.heartbeat.interval.ms", I, 2000, "Broker heartbeat to the controller.",
        MEDIUM),

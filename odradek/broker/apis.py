@@ -39,6 +39,7 @@ from .handlers import (
     metadata,
     produce,
     producer_id,
+    quorum,
     quotas,
     reassignment,
     sasl,
@@ -192,6 +193,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _cluster(Op.DESCRIBE_CONFIGS),)),
     ApiSpec(K.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs, (
         _cluster(Op.DESCRIBE),)),
+    ApiSpec(K.ALTER_REPLICA_LOG_DIRS, log_dirs.handle_alter_replica_log_dirs, (
+        _cluster(Op.ALTER),)),
     ApiSpec(K.ELECT_LEADERS, cluster.handle_elect_leaders, (
         _cluster(Op.ALTER),), forwarded=True),
     ApiSpec(K.ALTER_PARTITION_REASSIGNMENTS, reassignment.handle_alter_partition_reassignments,
@@ -214,6 +217,9 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.ALTER_USER_SCRAM_CREDENTIALS, scram.handle_alter_user_scram_credentials,
             (_cluster(Op.ALTER),), forwarded=True,
             denial=scram.alter_user_scram_credentials_errors),
+    # -- the metadata quorum (KIP-595/836/853): its leader answers ----------------------
+    ApiSpec(K.DESCRIBE_QUORUM, quorum.handle_describe_quorum, (_cluster(Op.DESCRIBE),),
+            forwarded=True),
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),

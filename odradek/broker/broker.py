@@ -62,6 +62,7 @@ from .fd_budget import FdBudget, raise_open_files_limit
 from .fetch_session import FetchSessionCache
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
+from .log_dir_moves import LogDirMoves
 from .log_tasks import LogTasks
 from .metrics import BrokerMetrics, MetricsHost
 from .network import ConnectionHost, KafkaConnection
@@ -130,6 +131,9 @@ class Broker:
             validate_group_configs=functools.partial(validate_group_configs, config),
         )
         self.replica_manager = ReplicaManager(self.node_id, self.log_manager, self._log_config_for)
+        # AlterReplicaLogDirs: replicas moving between this node's log dirs
+        self.log_dir_moves = LogDirMoves(
+            self.replica_manager, config.get("replica.alter.log.dirs.io.max.bytes.per.second"))
         # Replica placements and failed log dirs, told to the controller (KIP-858).
         self.dir_reports = DirectoryReports(self)
         self.replica_manager.on_assignments = self.dir_reports.assignments_due
@@ -415,6 +419,7 @@ class Broker:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
         await self.dir_reports.stop()
         await self.scrubber.stop()
+        await self.log_dir_moves.stop()
         await self.fetchers.stop()
         await self.replication.stop()
         if self.lifecycle is not None:

@@ -30,6 +30,7 @@ from .controller_service import ControllerService
 from .fd_budget import FdBudget
 from .fetch_session import FetchSessionCache
 from .lifecycle import BrokerLifecycle
+from .log_dir_moves import LogDirMoves
 
 # -- building blocks -------------------------------------------------------------------
 
@@ -121,13 +122,15 @@ class ReassignmentServices(Identity, Protocol):
     def controller_service(self) -> ControllerService | None: ...
 
 
-class LogDirServices(Replicas, Protocol):
-    """handlers/log_dirs.py: DescribeLogDirs."""
+class LogDirServices(Identity, Replicas, Protocol):
+    """handlers/log_dirs.py: DescribeLogDirs, AlterReplicaLogDirs."""
 
     @property
     def log_manager(self) -> LogManager: ...
     @property
     def log_dirs(self) -> list[Path]: ...
+    @property
+    def log_dir_moves(self) -> LogDirMoves: ...
 
 
 class GroupServices(Identity, Protocol):
@@ -177,6 +180,15 @@ class ScramServices(Identity, MetadataWrites, Protocol):
     in the image; changes are metadata records)."""
 
 
+class QuorumServices(Protocol):
+    """handlers/quorum.py: DescribeQuorum."""
+
+    @property
+    def quorum(self) -> MetadataQuorum: ...
+    @property
+    def controller_listener_names(self) -> frozenset[str]: ...
+
+
 class NoServices(Protocol):
     """handlers/api_versions.py needs nothing of the node."""
 
@@ -185,4 +197,5 @@ FAMILIES: tuple[type[Any], ...] = (
     AdminServices, ConfigServices, MetadataServices, FetchServices, ReplicaFetchServices,
     ClusterServices, ReassignmentServices, LogDirServices, GroupServices, ProduceServices,
     ProducerIdServices, TxnServices, QuotaServices, AclServices, ScramServices,
+    QuorumServices,
 )

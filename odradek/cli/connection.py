@@ -26,6 +26,7 @@ from odradek.protocol import api, entities
 from odradek.protocol.guard import decode_message
 from odradek.security.sasl import SaslClientConfig
 
+from . import client_config, options, output
 from .client_config import CommandConfig
 
 MAX_RESPONSE_BYTES = 64 * 1024 * 1024
@@ -169,3 +170,17 @@ def reporting_broker_errors(command: str, handler: Callable[[argparse.Namespace]
             print(f"odradek {command}: {e}", file=sys.stderr)
             return 1
     return run
+
+
+def add_command(subparsers: Any, name: str, help_text: str,
+                doc: str | None) -> tuple[argparse.ArgumentParser, Any]:
+    """A command of this module's clients: its parser (--bootstrap-server,
+    --format, --command-config, --timeout) and its actions' subparsers."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        name, help=help_text, description=doc,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    options.add_bootstrap_argument(parser)
+    output.add_format_argument(parser)
+    client_config.add_argument(parser)
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    return parser, parser.add_subparsers(dest="action", required=True)

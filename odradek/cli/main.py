@@ -31,7 +31,7 @@ PROG = "odradek"
 # Subcommand modules under odradek.cli, in help order. "server" is defined in this file.
 SUBCOMMANDS: tuple[str, ...] = (
     "server", "cluster", "topics", "partitions", "produce", "consume", "groups", "transactions",
-    "configs",
+    "configs", "metadata_quorum",
     "acls", "users", "quotas", "dump_log", "storage", "console", "bench", "completion",
 )
 

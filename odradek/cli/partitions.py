@@ -7,6 +7,11 @@
 
 F is Kafka's reassignment JSON:
 {"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[2,3]}]}
+An entry may name each replica's log dir, as Kafka's tool takes it:
+"log_dirs":["/data/a","any"] (one per replica, "any" for the broker's choice);
+--execute then asks each named broker to move its replica there
+(AlterReplicaLogDirs, retried while a new replica is still being created, up to
+--timeout), and --verify reports those moves too (DescribeLogDirs).
 
 --execute prints the current assignment (keep it to roll back), sets the
 replication throttle when --throttle is given (as Kafka's tool: the topics'
@@ -40,7 +45,12 @@ VERSIONS: dict[int, int] = {
     api.ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
     api.ApiKey.ALTER_PARTITION_REASSIGNMENTS: 0,
     api.ApiKey.LIST_PARTITION_REASSIGNMENTS: 0,
+    api.ApiKey.ALTER_REPLICA_LOG_DIRS: 2,
+    api.ApiKey.DESCRIBE_LOG_DIRS: 4,
 }
+ANY_LOG_DIR = "any"
+REPLICA_NOT_AVAILABLE = 9
+LOG_DIR_MOVE_RETRY_S = 0.5
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 OP_SET, OP_DELETE = 0, 1
 NO_REASSIGNMENT_IN_PROGRESS = 85
@@ -122,6 +132,24 @@ def parse_reassignment_json(text: str) -> dict[TopicPartition, list[int]]:
         if key in out:
             raise UsageError(f"partition {key[0]}-{key[1]} appears more than once")
         out[key] = list(entry["replicas"])
+    return out
+
+
+def parse_log_dirs(text: str) -> dict[tuple[str, int, int], str]:
+    """The replicas' log dirs of a reassignment JSON (already checked by
+    parse_reassignment_json): {(topic, partition, broker): path}, "any" left out."""
+    out: dict[tuple[str, int, int], str] = {}
+    for entry in json.loads(text)["partitions"]:
+        dirs = entry.get("log_dirs")
+        if dirs is None:
+            continue
+        if not (isinstance(dirs, list) and len(dirs) == len(entry["replicas"])
+                and all(isinstance(d, str) for d in dirs)):
+            raise UsageError(f"bad log_dirs in {json.dumps(entry)}: one path or \"any\" per "
+                             "replica")
+        for broker, path in zip(entry["replicas"], dirs):
+            if path != ANY_LOG_DIR:
+                out[(entry["topic"], entry["partition"], broker)] = path
     return out
 
 
@@ -269,7 +297,9 @@ def _error(message: str, code: int = 1) -> int:
 def _reassign(args: argparse.Namespace) -> int:
     try:
         with open(args.reassignment_json_file, encoding="utf-8") as f:
-            targets = parse_reassignment_json(f.read())
+            text = f.read()
+        targets = parse_reassignment_json(text)
+        args.log_dirs = parse_log_dirs(text)
     except (OSError, UsageError) as e:
         return _error(str(e), 2)
     try:
@@ -316,6 +346,63 @@ def _execute(
             print(f"{t}-{p}: {message or code}", file=sys.stderr)
         return 1
     print(f"Successfully started partition reassignments for {_names(targets)}")
+    if args.log_dirs:
+        return _move_log_dirs(conn, args)
+    return 0
+
+
+def _brokers(conn: Connection) -> dict[int, str]:
+    md = conn.call(api.ApiKey.METADATA, {
+        "topics": [], "allow_auto_topic_creation": False,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False})
+    return {int(b.node_id): f"{b.host}:{b.port}" for b in md.brokers}
+
+
+def _move_log_dirs(conn: Connection, args: argparse.Namespace) -> int:
+    """AlterReplicaLogDirs to each broker named in log_dirs; a replica the
+    reassignment has not created yet (REPLICA_NOT_AVAILABLE) is asked again."""
+    addresses = _brokers(conn)
+    pending: dict[tuple[str, int, int], str] = dict(args.log_dirs)
+    failed: list[str] = []
+    deadline = time.monotonic() + args.timeout
+    while pending:
+        for broker in sorted({b for _, _, b in pending}):
+            moves = {k: v for k, v in pending.items() if k[2] == broker}
+            if broker not in addresses:
+                failed += [f"{t}-{p}-{b}: broker {b} is not in the cluster" for t, p, b in moves]
+                for k in moves:
+                    del pending[k]
+                continue
+            by_dir: dict[str, dict[str, list[int]]] = {}
+            for (t, p, _), path in moves.items():
+                by_dir.setdefault(path, {}).setdefault(t, []).append(p)
+            other = Connection(addresses[broker], args.timeout, VERSIONS, b"odradek-partitions",
+                               args.command_config)
+            try:
+                resp = other.call(api.ApiKey.ALTER_REPLICA_LOG_DIRS, {"dirs": [
+                    {"path": path, "topics": [{"name": t, "partitions": ps}
+                                              for t, ps in sorted(topics.items())]}
+                    for path, topics in sorted(by_dir.items())]})
+            finally:
+                other.close()
+            for t in resp.results:
+                for part in t.partitions:
+                    key = (t.topic_name, int(part.partition_index), broker)
+                    code = part.error_code.value
+                    if code == REPLICA_NOT_AVAILABLE and time.monotonic() < deadline:
+                        continue
+                    pending.pop(key, None)
+                    if code:
+                        failed.append(f"{key[0]}-{key[1]}-{broker}: {part.error_code.name}")
+                    else:
+                        print(f"Successfully started log directory move for: "
+                              f"{key[0]}-{key[1]}-{broker}")
+        if pending:
+            time.sleep(LOG_DIR_MOVE_RETRY_S)
+    if failed:
+        print("Error moving replica log dir(s):\n" + "\n".join(failed), file=sys.stderr)
+        return 1
     return 0
 
 
@@ -346,9 +433,37 @@ def _verify(
                 f"There is no active reassignment of partition {name}, but replica set is "
                 f"{current.get(key)} rather than {target}."
             )
+    if args.log_dirs:
+        _verify_log_dirs(conn, args)
     if done and not args.preserve_throttles:
         return _clear_throttles(conn, targets, current)
     return 0
+
+
+def _verify_log_dirs(conn: Connection, args: argparse.Namespace) -> None:
+    """Where each replica named in log_dirs is now (DescribeLogDirs of its broker)."""
+    addresses = _brokers(conn)
+    print("Status of replica log directory movement:")
+    for (t, p, b), path in sorted(args.log_dirs.items()):
+        found: dict[bool, str] = {}  # is_future -> dir
+        if b in addresses:
+            other = Connection(addresses[b], args.timeout, VERSIONS, b"odradek-partitions",
+                               args.command_config)
+            try:
+                resp = other.call(api.ApiKey.DESCRIBE_LOG_DIRS,
+                                  {"topics": [{"topic": t, "partitions": [p]}]})
+            finally:
+                other.close()
+            found = {bool(part.is_future_key): d.log_dir for d in resp.results
+                     for topic in d.topics if topic.name == t
+                     for part in topic.partitions if part.partition_index == p}
+        name = f"{t}-{p}-{b}"
+        if found.get(False) == path and True not in found:
+            print(f"Reassignment of replica {name} is completed.")
+        elif found.get(True) == path:
+            print(f"Reassignment of replica {name} is still in progress.")
+        else:
+            print(f"Replica {name} is in log dir {found.get(False)} rather than {path}.")
 
 
 def _cancel(

@@ -25,21 +25,16 @@ from typing import Any
 from odradek.metadata import client_quotas as Q
 from odradek.protocol import api
 
-from . import client_config, options, output
-from .connection import Connection, reporting_broker_errors
+from . import output
+from .connection import Connection, add_command, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {api.ApiKey.DESCRIBE_CLIENT_QUOTAS: 1, api.ApiKey.ALTER_CLIENT_QUOTAS: 1}
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "quotas", help="describe and alter client quotas (users, client ids, ips)",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    options.add_bootstrap_argument(parser)
-    output.add_format_argument(parser)
-    client_config.add_argument(parser)
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
-    sub = parser.add_subparsers(dest="action", required=True)
+    parser, sub = add_command(
+        subparsers, "quotas", "describe and alter client quotas (users, client ids, ips)",
+        __doc__)
     for name, help_text in (("describe", "list quotas"), ("alter", "set or delete quotas")):
         p = sub.add_parser(name, help=help_text)
         who = p.add_argument_group("entity (user and client may be combined)")

@@ -27,8 +27,8 @@ from typing import Any
 
 from odradek.protocol import api
 
-from . import client_config, options, output
-from .connection import Connection, reporting_broker_errors
+from . import output
+from .connection import Connection, add_command, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {  # the version each request is sent in (all within odradek's ranges)
     api.ApiKey.METADATA: 12,
@@ -41,14 +41,8 @@ VERSIONS: dict[int, int] = {  # the version each request is sent in (all within 
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "transactions", help="list, describe and abort transactions",
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    options.add_bootstrap_argument(parser)
-    output.add_format_argument(parser)
-    client_config.add_argument(parser)
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
-    sub = parser.add_subparsers(dest="action", required=True)
+    parser, sub = add_command(subparsers, "transactions",
+                              "list, describe and abort transactions", __doc__)
     p = sub.add_parser("list", help="transactional ids and their states")
     p.add_argument("--state", action="append", default=[],
                    help="only these states (Empty, Ongoing, PrepareCommit, ...)")

@@ -305,6 +305,10 @@ class ClassicGroup:
         self.state = state
         self.state_timestamp_ms = now_ms
 
+    def rebalance(self, now_ms: int, fx: Effects) -> None:
+        """Start a rebalance from outside (a group downgraded from KIP-848, migration.py)."""
+        self._prepare_rebalance(now_ms, fx)
+
     def _prepare_rebalance(self, now_ms: int, fx: Effects) -> None:
         if self.state == COMPLETING_REBALANCE:
             for m in self.members.values():

@@ -92,6 +92,15 @@ class ConsumerMember:
     session_deadline_ms: int = 0
     revocation_deadline_ms: int | None = None
     left_static: bool = False
+    # A member speaking the classic protocol (JoinGroup/SyncGroup/Heartbeat) in a
+    # consumer group during a migration (classic_members.py): its session timeout
+    # and its JoinGroup protocols (name, subscription bytes). None for KIP-848 members.
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: list[tuple[str, bytes]] | None = None
+
+    @property
+    def is_classic(self) -> bool:
+        return self.classic_protocols is not None
 
 
 def _copy(p: Partitions) -> Partitions:
@@ -213,6 +222,11 @@ class ConsumerGroup:
                     out.setdefault(t, set()).update(ps)
         return out
 
+    def waiting_on_unreleased(self, m: ConsumerMember) -> bool:
+        """Whether a partition of `m`'s target is still owned by another member."""
+        wanted = _minus(self.target.get(m.member_id, {}), m.assigned)
+        return bool(_and(wanted, self._owned_elsewhere(m.member_id)))
+
     def _reconcile(self, m: ConsumerMember, owned: Partitions | None, now_ms: int) -> None:
         """Move `m` towards its target (see the module docstring)."""
         target = self.target.get(m.member_id, {})
@@ -225,12 +239,15 @@ class ConsumerGroup:
         if m.member_epoch == self.assignment_epoch and m.state == STABLE:
             return
         revoke = _minus(m.assigned, target)
-        if revoke:
+        if revoke and (owned is None or _and(owned, revoke)):
             m.assigned = _and(m.assigned, target)
             m.pending_revocation = revoke
             m.state = UNREVOKED_PARTITIONS
             m.revocation_deadline_ms = now_ms + max(m.rebalance_timeout_ms, 0)
             return
+        # nothing to revoke, or the member says it no longer owns it (a classic
+        # member that rejoined after an eager revocation): on to the target epoch
+        m.assigned = _and(m.assigned, target)
         busy = self._owned_elsewhere(m.member_id)
         wanted = _minus(target, m.assigned)
         free = _minus(wanted, busy)
@@ -409,17 +426,25 @@ class ConsumerGroup:
 
     # -- timers and offsets ------------------------------------------------------------------
 
-    def tick(self, now_ms: int, topics: TopicsView) -> None:
+    def tick(self, now_ms: int, topics: TopicsView) -> list[ConsumerMember]:
+        """Remove members whose session or revocation time ran out; returns them."""
         expired = [
             m.member_id
             for m in self.members.values()
             if m.session_deadline_ms <= now_ms
             or (m.revocation_deadline_ms is not None and m.revocation_deadline_ms <= now_ms)
         ]
+        removed = [self.members[mid] for mid in expired]
         for member_id in expired:
             self.remove_member(member_id)
         if expired or self._fingerprint(topics) != self.metadata_fingerprint:
             self._refresh_target(topics)
+        return removed
+
+    @property
+    def classic_only(self) -> bool:
+        """Members left, all of them classic: a downgrade candidate (migration.py)."""
+        return bool(self.members) and all(m.is_classic for m in self.members.values())
 
     def validate_offset_commit(self, member_id: str, member_epoch: int) -> int:
         if member_epoch < 0 and not member_id:
@@ -428,7 +453,8 @@ class ConsumerGroup:
         if m is None:
             return E.UNKNOWN_MEMBER_ID
         if member_epoch != m.member_epoch:
-            return E.STALE_MEMBER_EPOCH
+            # a classic member commits with its generation (= its member epoch)
+            return E.ILLEGAL_GENERATION if m.is_classic else E.STALE_MEMBER_EPOCH
         return E.NONE
 
     # -- description ----------------------------------------------------------------------
@@ -463,7 +489,7 @@ class ConsumerGroup:
                     "subscribed_topic_regex": m.subscribed_topic_regex,
                     "assignment": named(m.assigned),
                     "target_assignment": named(self.target.get(m.member_id, {})),
-                    "member_type": 1,
+                    "member_type": 0 if m.is_classic else 1,
                 }
                 for m in self.members.values()
             ],

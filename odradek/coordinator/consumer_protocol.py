@@ -87,3 +87,46 @@ def encode_subscription(topics: list[str]) -> bytes:
         out += _I16.pack(len(data)) + data
     out += _I32.pack(-1)
     return bytes(out)
+
+
+def _nullable_bytes_skip(buf: bytes, pos: int) -> int:
+    (n,) = _I32.unpack_from(buf, pos)
+    pos += 4
+    if n > len(buf) - pos:
+        raise ValueError("bad bytes")
+    return pos + max(n, 0)
+
+
+def parse_subscription(
+    subscription: bytes,
+) -> tuple[list[str], dict[str, list[int]], str | None] | None:
+    """(topics, owned partitions, rack) of a consumer subscription of any version
+    (owned partitions from v1, rack from v3); None when the bytes do not parse.
+    A KIP-848 coordinator reads them from a classic member's JoinGroup."""
+    try:
+        (version,) = _I16.unpack_from(subscription, 0)
+        n, pos = _count(subscription, 2)
+        topics = []
+        for _ in range(n):
+            name, pos = _string(subscription, pos)
+            topics.append(name)
+        owned: dict[str, list[int]] = {}
+        rack = None
+        if pos < len(subscription):
+            pos = _nullable_bytes_skip(subscription, pos)
+        if version >= 1 and pos < len(subscription):
+            n, pos = _count(subscription, pos)
+            for _ in range(n):
+                topic, pos = _string(subscription, pos)
+                k, pos = _count(subscription, pos)
+                owned.setdefault(topic, []).extend(struct.unpack_from(f">{k}i", subscription, pos))
+                pos += 4 * k
+        if version >= 2 and pos < len(subscription):
+            pos += 4  # generation id
+        if version >= 3 and pos + 2 <= len(subscription):
+            (k,) = _I16.unpack_from(subscription, pos)
+            if k >= 0:
+                rack, pos = _string(subscription, pos)
+        return topics, owned, rack
+    except (ValueError, struct.error, UnicodeDecodeError):
+        return None

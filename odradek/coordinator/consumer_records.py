@@ -16,8 +16,9 @@ encoding: UVARINT = unsigned LEB128; COMPACT_STRING = UVARINT(len + 1) +
 UTF-8, 0 for null; COMPACT_ARRAY = UVARINT(count + 1) + items; UUID = 16
 bytes; every struct (the value itself and each nested one) ends with its
 tagged fields, UVARINT(count) then (UVARINT tag, UVARINT size, bytes) each.
-odradek writes no tagged fields and skips any it reads (Kafka 4.1's
-MetadataHash, KIP-1251's AssignmentEpochs, the classic member metadata).
+odradek writes one tagged field, the classic member metadata of record 5
+(below), and skips any other it reads (Kafka 4.1's MetadataHash, KIP-1251's
+AssignmentEpochs).
 
     3 ConsumerGroupMetadataValue:        epoch INT32 (the group epoch)
     4 ConsumerGroupPartitionMetadataValue: topics COMPACT_ARRAY of
@@ -26,7 +27,11 @@ MetadataHash, KIP-1251's AssignmentEpochs, the classic member metadata).
     5 ConsumerGroupMemberMetadataValue:  instanceId, rackId COMPACT_NULLABLE_STRING,
           clientId, clientHost COMPACT_STRING, subscribedTopicNames []COMPACT_STRING,
           subscribedTopicRegex COMPACT_NULLABLE_STRING, rebalanceTimeoutMs INT32,
-          serverAssignor COMPACT_NULLABLE_STRING
+          serverAssignor COMPACT_NULLABLE_STRING,
+          tag 0 (classic members only, KIP-848 migration): ClassicMemberMetadata,
+          a nullable struct: INT8 1 (present), sessionTimeoutMs INT32,
+          supportedProtocols COMPACT_ARRAY of (name COMPACT_STRING,
+          metadata COMPACT_BYTES, tags), tags
     6 ConsumerGroupTargetAssignmentMetadataValue: assignmentEpoch INT32
     7 ConsumerGroupTargetAssignmentMemberValue: topicPartitions []TopicPartitions
     8 ConsumerGroupCurrentMemberAssignmentValue: memberEpoch INT32,
@@ -92,6 +97,8 @@ class MemberMetadata:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    classic_session_timeout_ms: int | None = None
+    classic_protocols: tuple[tuple[str, bytes], ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +201,22 @@ def member_metadata_value(m: MemberMetadata) -> bytes:
     _cstr(out, m.subscribed_topic_regex)
     out += _I32.pack(m.rebalance_timeout_ms)
     _cstr(out, m.server_assignor)
-    out.append(0)
+    if m.classic_protocols is None:
+        out.append(0)
+        return bytes(out)
+    classic = bytearray(b"\x01")
+    classic += _I32.pack(m.classic_session_timeout_ms or 0)
+    _uvarint(classic, len(m.classic_protocols) + 1)
+    for name, metadata in m.classic_protocols:
+        _cstr(classic, name)
+        _uvarint(classic, len(metadata) + 1)
+        classic += metadata
+        classic.append(0)
+    classic.append(0)
+    out.append(1)  # one tagged field
+    _uvarint(out, 0)
+    _uvarint(out, len(classic))
+    out += classic
     return bytes(out)
 
 
@@ -328,9 +350,24 @@ def decode_member_metadata_value(value: bytes) -> MemberMetadata:
     regex = r.cstr()
     rebalance_timeout_ms = r.take(_I32)
     assignor = r.cstr()
-    r.skip_tags()
+    session_ms: int | None = None
+    protocols: tuple[tuple[str, bytes], ...] | None = None
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        field = _Reader(r.raw(r.uvarint()))
+        if tag != 0 or field.take(_I8) < 0:
+            continue
+        session_ms = field.take(_I32)
+        found = []
+        for _ in range(field.count()):
+            name = field.required_cstr()
+            metadata = field.raw(field.uvarint() - 1)
+            field.skip_tags()
+            found.append((name, metadata))
+        protocols = tuple(found)
     return MemberMetadata(
-        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms, assignor
+        instance_id, rack_id, client_id, client_host, names, regex, rebalance_timeout_ms,
+        assignor, session_ms, protocols,
     )
 
 

@@ -70,6 +70,8 @@ def _member_value(m: ConsumerMember) -> bytes:
             m.subscribed_topic_regex,
             m.rebalance_timeout_ms,
             m.server_assignor,
+            m.classic_session_timeout_ms,
+            tuple(m.classic_protocols) if m.classic_protocols is not None else None,
         )
     )
 
@@ -208,7 +210,9 @@ def _member(
         list(md.subscribed_topic_names),
         md.subscribed_topic_regex,
         md.server_assignor,
-        session_deadline_ms=now_ms + config.session_timeout_ms,
+        session_deadline_ms=now_ms + (md.classic_session_timeout_ms or config.session_timeout_ms),
+        classic_session_timeout_ms=md.classic_session_timeout_ms,
+        classic_protocols=list(md.classic_protocols) if md.classic_protocols is not None else None,
     )
     current_raw = values.get((R.CURRENT_MEMBER_ASSIGNMENT, mid))
     if current_raw is not None:

@@ -33,7 +33,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import consumer_state
+from . import classic_members, consumer_state, migration
 from . import errors as E
 from .classic import (
     DEAD,
@@ -52,6 +52,7 @@ from .consumer import (
     TopicsView,
     heartbeat_error,
 )
+from .consumer_protocol import encode_assignment, encode_subscription
 from .group_load import GroupLoad
 from .records import OffsetValue, group_key, group_value, offset_key, offset_value
 from .state import (
@@ -200,7 +201,14 @@ class GroupCoordinator(GroupState):
 
     # -- classic protocol ----------------------------------------------------------------------
 
-    def join_group(self, req: JoinRequest, token: int, now_ms: int, out: Out) -> None:
+    def join_group(
+        self,
+        req: JoinRequest,
+        token: int,
+        now_ms: int,
+        out: Out,
+        topics: TopicsView | None = None,
+    ) -> None:
         code = self.check(req.group_id)
         if code == E.NONE:
             limits = self.config.limits
@@ -213,6 +221,12 @@ class GroupCoordinator(GroupState):
         if code != E.NONE:
             out.reply(token, join_error(code, req.member_id))
             return
+        current = self.groups.get(req.group_id)
+        if isinstance(current, ConsumerGroup) and not current.is_empty:
+            # a classic member of a consumer group (classic_members.py)
+            out.reply(token, classic_members.join(current, req, topics or {}, now_ms))
+            consumer_state.persist(current, self.partition_for(req.group_id), out.records)
+            return
         found = self._classic(req.group_id, req.member_id == "", now_ms, out)
         if isinstance(found, int):
             out.reply(token, join_error(found, req.member_id))
@@ -221,10 +235,19 @@ class GroupCoordinator(GroupState):
         self.flush_dirty(out)
 
     def sync_group(
-        self, group_id: str, req: SyncRequest, token: int, now_ms: int, out: Out
+        self,
+        group_id: str,
+        req: SyncRequest,
+        token: int,
+        now_ms: int,
+        out: Out,
+        topics: TopicsView | None = None,
     ) -> None:
         code = self.check(group_id)
         group = self.groups.get(group_id) if code == E.NONE else None
+        if isinstance(group, ConsumerGroup):
+            out.reply(token, classic_members.sync(group, req, topics or {}, now_ms))
+            return
         if code == E.NONE and not isinstance(group, ClassicGroup):
             code = E.UNKNOWN_MEMBER_ID
         if code != E.NONE or not isinstance(group, ClassicGroup):
@@ -240,17 +263,29 @@ class GroupCoordinator(GroupState):
         if code != E.NONE:
             return code
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            return classic_members.heartbeat(group, member_id, instance_id, generation, now_ms)
         if not isinstance(group, ClassicGroup):
             return E.UNKNOWN_MEMBER_ID
         return group.heartbeat(member_id, instance_id, generation, now_ms)
 
     def leave_group(
-        self, group_id: str, members: list[tuple[str, str | None]], now_ms: int, out: Out
+        self,
+        group_id: str,
+        members: list[tuple[str, str | None]],
+        now_ms: int,
+        out: Out,
+        topics: TopicsView | None = None,
     ) -> tuple[int, list[int]]:
         code = self.check(group_id)
         if code != E.NONE:
             return code, [code] * len(members)
         group = self.groups.get(group_id)
+        if isinstance(group, ConsumerGroup):
+            results = [classic_members.leave(group, mid, iid) for mid, iid in members]
+            if E.NONE in results and not self._maybe_downgrade(group, topics or {}, now_ms, out):
+                consumer_state.persist(group, self.partition_for(group_id), out.records)
+            return E.NONE, results
         if not isinstance(group, ClassicGroup):
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(members)
         results = [group.leave(mid, iid, now_ms, out) for mid, iid in members]
@@ -312,7 +347,8 @@ class GroupCoordinator(GroupState):
             return E.NONE
         if isinstance(group, ConsumerGroup):
             code = group.validate_offset_commit(member_id, generation)
-            if api_version < 9 and member_id in group.members and code in (
+            member = group.members.get(member_id)
+            if api_version < 9 and member is not None and not member.is_classic and code in (
                     E.NONE, E.STALE_MEMBER_EPOCH):
                 # a consumer-protocol member must commit with OffsetCommit v9+
                 # (STALE_MEMBER_EPOCH came with v9); TxnOffsetCommit passes 9
@@ -365,12 +401,13 @@ class GroupCoordinator(GroupState):
 
     # -- admin ------------------------------------------------------------------------------------
 
-    def describe_group(self, group_id: str) -> dict[str, Any]:
+    def describe_group(self, group_id: str, topics: TopicsView | None = None) -> dict[str, Any]:
         code = self.check(group_id)
         group = self.groups.get(group_id) if code == E.NONE else None
         if isinstance(group, ClassicGroup) and group.state != DEAD:
             return group.describe()
         if isinstance(group, ConsumerGroup):
+            names = {tid: name for name, (tid, _) in (topics or {}).items()}
             return {
                 "error_code": E.NONE,
                 "error_message": None,
@@ -378,7 +415,21 @@ class GroupCoordinator(GroupState):
                 "group_state": group.state,
                 "protocol_type": "consumer",
                 "protocol_data": "",
-                "members": [],
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.instance_id,
+                        "client_id": m.client_id,
+                        "client_host": m.client_host,
+                        # a classic member's own subscription bytes, as it sent them
+                        "member_metadata": m.classic_protocols[0][1] if m.classic_protocols
+                        else encode_subscription(m.subscribed_topic_names),
+                        "member_assignment": encode_assignment(
+                            {names[t]: sorted(ps) for t, ps in m.assigned.items() if t in names}
+                        ),
+                    }
+                    for m in group.members.values()
+                ],
                 "authorized_operations": -(2**31),
             }
         return {
@@ -490,9 +541,29 @@ class GroupCoordinator(GroupState):
                     out.records.append((partition, group_key(group_id), None))
                 group = None
             else:
-                return heartbeat_error(
-                    E.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group."
+                refusal = (
+                    migration.upgrade_refusal(
+                        self.config.migration_policy, group, self.config.consumer.max_size
+                    )
+                    if req.member_epoch == 0 and group.state != DEAD
+                    else "the member is not joining"
                 )
+                if refusal is not None:
+                    return heartbeat_error(
+                        E.GROUP_ID_NOT_FOUND,
+                        f"Cannot upgrade classic group {group_id} to consumer group "
+                        f"because {refusal}.",
+                    )
+                group = migration.to_consumer_group(
+                    group,
+                    self.consumer_configs.get(group_id, self.config.consumer),
+                    topics,
+                    partition,
+                    now_ms,
+                    out,
+                    out.records,
+                )
+                self.groups[group_id] = group
         if group is None:
             if req.member_epoch != 0:
                 return heartbeat_error(E.UNKNOWN_MEMBER_ID, f"Group {group_id} not found.")
@@ -502,8 +573,27 @@ class GroupCoordinator(GroupState):
             self.groups[group_id] = group
         group.config = self.consumer_configs.get(group_id, self.config.consumer)
         response = group.heartbeat(req, topics, now_ms)
-        consumer_state.persist(group, partition, out.records)
+        left = req.member_epoch == -1 and response["error_code"] == E.NONE
+        if not (left and self._maybe_downgrade(group, topics, now_ms, out)):
+            consumer_state.persist(group, partition, out.records)
         return response
+
+    def _maybe_downgrade(
+        self, group: ConsumerGroup, topics: TopicsView, now_ms: int, out: Out
+    ) -> bool:
+        """After members left: a group of classic members only becomes a classic
+        group when the policy allows (migration.py); True if it did."""
+        if not group.classic_only or not migration.downgrade_enabled(self.config.migration_policy):
+            return False
+        partition = self.partition_for(group.group_id)
+        classic = migration.to_classic_group(
+            group, self.config.limits, topics, partition, now_ms, out, out.records
+        )
+        if classic is None:
+            return False
+        self.groups[group.group_id] = classic
+        self.flush_dirty(out)
+        return True
 
     def consumer_describe(
         self, group_id: str, names_by_id: Mapping[Any, str], topics: TopicsView
@@ -538,8 +628,9 @@ class GroupCoordinator(GroupState):
             if isinstance(group, ClassicGroup):
                 group.tick(now_ms, out)
             else:
-                group.tick(now_ms, topics)
-                consumer_state.persist(group, self.partition_for(group.group_id), out.records)
+                removed = group.tick(now_ms, topics)
+                if not (removed and self._maybe_downgrade(group, topics, now_ms, out)):
+                    consumer_state.persist(group, self.partition_for(group.group_id), out.records)
         self.flush_dirty(out)
 
     def expire_offsets(self, now_ms: int, topics: TopicsView, out: Out) -> int:

@@ -70,6 +70,7 @@ def coordinator_config(broker: CoordinatorHost) -> CoordinatorConfig:
         ),
         offsets_retention_ms=c.get("offsets.retention.minutes") * 60_000,
         offset_metadata_max_bytes=c.get("offset.metadata.max.bytes"),
+        migration_policy=c.get("group.consumer.migration.policy").lower(),
     )
 
 

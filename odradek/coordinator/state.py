@@ -48,6 +48,9 @@ class CoordinatorConfig:
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
+    # group.consumer.migration.policy (migration.py): bidirectional, upgrade,
+    # downgrade or disabled; Kafka 4's default
+    migration_policy: str = "bidirectional"
 
 
 class GroupState:

@@ -87,7 +87,7 @@ from ..raft.effects import (
 from ..raft.log import OffsetAndEpoch
 from ..raft.state import NO_ID, State, read_quorum_state, write_quorum_state
 from . import image as img
-from . import raft_wire
+from . import quorum_status, raft_wire
 from . import records as R
 from .quorum import (
     METADATA_TOPIC,
@@ -160,6 +160,7 @@ class RaftMetadataQuorum(MetadataQuorum):
         self.config = config
         self.cluster_id = cluster_id
         self.core: RaftCore | None = None
+        self.observers = quorum_status.ObserverTable()  # DescribeQuorum's observers
         self.leadership_listeners: list[LeadershipListener] = []
         self.active = False
         self._applied_end = 0  # next offset to apply to the image
@@ -233,6 +234,28 @@ class RaftMetadataQuorum(MetadataQuorum):
     @property
     def epoch(self) -> int:
         return self.core.epoch if self.core is not None else 0
+
+    def observer_fetched(self, replica_id: int, fetch_offset: int) -> None:
+        """A broker-only node fetched the metadata log from this leader."""
+        core = self.core
+        if core is None or core.leader is None or replica_id < 0:
+            return
+        if replica_id in self.config.voters:
+            return
+        self.observers.fetched(
+            core.epoch, replica_id, fetch_offset, self.log_end_offset, _now_ms()
+        )
+
+    def describe_quorum(self) -> quorum_status.QuorumStatus | None:
+        """DescribeQuorum's answer, or None when this node does not lead."""
+        core = self.core
+        if core is None or core.leader is None or core.state != State.LEADER:
+            return None
+        now_ms = _now_ms()
+        return quorum_status.describe(
+            core.leader, self.config.voters.ids, self.log_end_offset, self.observers, now_ms,
+            wall_offset_ms=int(time.time() * 1000) - now_ms,
+        )
 
     def append(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
         """Commit one batch synchronously: a lone voter commits inside

@@ -24,6 +24,21 @@ class ReplicaState:
     last_sent_high_watermark: int = -1
     acknowledged: bool = False  # BeginQuorumEpoch answered, or fetched in this epoch
     begin_sent_ms: int = -1
+    # DescribeQuorum's lastCaughtUpTimestamp: the last time the replica had
+    # everything the leader had (Kafka's rule: a fetch at or past the leader's
+    # end offset is caught up now; one at or past the leader's end offset of the
+    # previous fetch was caught up at that previous fetch)
+    last_caught_up_ms: int = -1
+    leader_end_at_last_fetch: int = -1
+
+    def record_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
+        if fetch_offset >= leader_end_offset:
+            self.last_caught_up_ms = now_ms
+        elif 0 <= self.leader_end_at_last_fetch <= fetch_offset:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, self.last_fetch_ms)
+        self.leader_end_at_last_fetch = leader_end_offset
+        self.end_offset = max(self.end_offset, fetch_offset)
+        self.last_fetch_ms = now_ms
 
 
 @dataclass(slots=True)
@@ -51,13 +66,14 @@ class LeaderState:
                 # A grace period: every voter counts as heard from at election time.
                 self.replicas[voter] = ReplicaState(voter, last_fetch_ms=self.now_ms)
 
-    def update_replica(self, replica_id: int, end_offset: int, now_ms: int) -> None:
+    def update_replica(
+        self, replica_id: int, end_offset: int, now_ms: int, leader_end_offset: int
+    ) -> None:
         replica = self.replicas.get(replica_id)
         if replica is None:
             return  # an observer: it does not count towards the high watermark
         # Reordered fetches of one epoch only ever report less: keep the max.
-        replica.end_offset = max(replica.end_offset, end_offset)
-        replica.last_fetch_ms = now_ms
+        replica.record_fetch(end_offset, leader_end_offset, now_ms)
         replica.acknowledged = True
 
     def heard_from(self, replica_id: int, now_ms: int) -> None:

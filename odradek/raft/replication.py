@@ -37,7 +37,9 @@ class Replication(RaftNode):
             leader.heard_from(envelope.src, self.now_ms)
             self._reply(envelope, answer)
             return
-        leader.update_replica(envelope.src, req.fetch_offset, self.now_ms)
+        leader.update_replica(
+            envelope.src, req.fetch_offset, self.now_ms, self.log.log_end_offset
+        )
         self._maybe_advance_leader_high_watermark()
         replica = leader.replicas.get(envelope.src)
         caught_up = req.fetch_offset >= self.log.log_end_offset and (

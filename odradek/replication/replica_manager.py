@@ -155,6 +155,20 @@ class ReplicaManager:
         else:
             self.pending_assignments[key] = kafka_uuid_string(actual)
 
+    def log_moved(self, part: Partition, plog: PartitionLog) -> None:
+        """The partition's log is now `plog`, in another dir of this broker
+        (AlterReplicaLogDirs): point the partition at it and tell the controller
+        the replica's new dir (AssignReplicasToDirs, KIP-858)."""
+        part.log = plog
+        self._on_leadership(part)  # a leader's epoch starts at the log end offset
+        self.purgatory.notify((part.topic, part.partition))
+        actual = self.log_manager.directory_id_of(plog)
+        if actual is not None:
+            self.pending_assignments[(str(part.topic_id), part.partition)] = (
+                kafka_uuid_string(actual))
+            if self.on_assignments is not None:
+                self.on_assignments()
+
     def _stop_replica(self, part: Partition) -> None:
         """A reassignment took this node out of the partition's replicas:
         stop and delete the local copy (Kafka's StopReplica with delete)."""

@@ -14,11 +14,21 @@ Each log dir holds::
     <topic>-<partition>.<uuid hex>-delete/   a deleted log on its way out
     __cluster_metadata-0/               the KRaft metadata log: not managed here
 
+Moving a replica between dirs (AlterReplicaLogDirs, as Kafka's future
+replicas): ``create_future`` opens an empty log in
+``<dest>/<topic>-<partition>.<uuid hex>-future``; the broker copies the
+current log's batches into it (broker/log_dir_moves.py) and, once it holds
+everything, ``promote_future`` flushes and closes it, renames it to
+``<dest>/<topic>-<partition>``, reopens it there as the partition's log, and
+renames the old dir to ``-delete`` (removed in the background), all in one
+synchronous step, so no append falls between the last copy and the swap.
+
 ``meta.properties`` and ``.kafka_cleanshutdown`` are written and read by
 storage/log_dir.py, which documents their formats. On startup an existing
 ``meta.properties`` must name the same cluster and node; a missing
-``directory.id`` is added. Directories ending in ``-future`` or ``-stray`` are
-left alone; ``-delete`` directories are removed.
+``directory.id`` is added. Directories ending in ``-stray`` are left alone;
+``-delete`` and ``-future`` (a move a restart cut short) directories are
+removed.
 
 The clean-shutdown marker's presence at start-up says every log of the dir was flushed and
 checkpointed at shutdown, so no log is recovered (recovery points are taken
@@ -159,6 +169,8 @@ class LogManager:
         self.on_dir_offline: Callable[[Path], None] | None = None
         # removes deleted logs' renamed dirs off the caller's thread (delete_many)
         self._remover: ThreadPoolExecutor | None = None
+        # replicas on their way to another dir: key -> (future log, its dir)
+        self.futures: dict[tuple[str, int], tuple[PartitionLog, Path]] = {}
 
     # -- startup -----------------------------------------------------------------------
     def startup(self, config_for: Callable[[str], LogConfig] | None = None) -> None:
@@ -227,10 +239,11 @@ class LogManager:
             if not entry.is_dir():
                 continue
             name = entry.name
-            if name.endswith(DELETE_SUFFIX):
+            if name.endswith((DELETE_SUFFIX, FUTURE_SUFFIX)):
+                # a deleted log, or an unfinished move (the source is still whole)
                 shutil.rmtree(entry.path, ignore_errors=True)
                 continue
-            if name.endswith((FUTURE_SUFFIX, STRAY_SUFFIX)):
+            if name.endswith(STRAY_SUFFIX):
                 continue
             parsed = parse_log_dir_name(name)
             if parsed is None or parsed[0] == CLUSTER_METADATA_TOPIC:
@@ -416,6 +429,62 @@ class LogManager:
         self._adopt(key, plog, dir)
         return plog
 
+    # -- future replicas (moves between dirs) --------------------------------------------
+
+    def create_future(self, topic: str, partition: int, dest: Path) -> PartitionLog:
+        """An empty log in ``dest`` that the current one is copied into."""
+        key = (topic, partition)
+        current = self._logs[key]
+        assert key not in self.futures and dest in self.online_dirs()
+        path = dest / f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
+        try:
+            future = PartitionLog.open(path, topic, partition, current.config, current.topic_id,
+                                       clock_ms=self._clock_ms)
+            future.truncate_fully_and_start_at(current.log_start_offset)
+            fsync_dir(dest)
+        except OSError as e:
+            self.mark_dir_offline(dest, e)
+            raise KafkaStorageError(f"cannot create the future log in {dest}: {e}") from e
+        future.on_io_error = self._on_io_error
+        self.futures[key] = (future, dest)
+        return future
+
+    def drop_future(self, topic: str, partition: int) -> None:
+        found = self.futures.pop((topic, partition), None)
+        if found is not None:
+            found[0].close()
+            shutil.rmtree(found[0].dir, ignore_errors=True)
+
+    def promote_future(self, topic: str, partition: int) -> PartitionLog:
+        """The future log, caught up, becomes the partition's log (see the module
+        docstring); returns it. The caller points the partition at it."""
+        key = (topic, partition)
+        future, dest = self.futures.pop(key)
+        old, old_dir = self._logs[key], self._dir_of[key]
+        assert future.log_end_offset == old.log_end_offset, "promote a caught-up future only"
+        final = dest / log_dir_name(topic, partition)
+        future.flush()
+        future.close()
+        os.replace(future.dir, final)
+        fsync_dir(dest)
+        plog = PartitionLog.open(final, topic, partition, old.config, old.topic_id,
+                                 clock_ms=self._clock_ms, recovery_point=old.log_end_offset,
+                                 log_start_offset=old.log_start_offset,
+                                 high_watermark=old.high_watermark, had_clean_shutdown=True)
+        self._adopt(key, plog, dest)
+        old.close()
+        doomed = old_dir / f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
+        try:
+            os.replace(old.dir, doomed)
+            fsync_dir(old_dir)
+        except OSError as e:
+            self.mark_dir_offline(old_dir, e)
+            return plog
+        if self._remover is None:
+            self._remover = ThreadPoolExecutor(1, "log-remover")
+        self._remover.submit(_remove_trees, [doomed])
+        return plog
+
     def delete(self, topic: str, partition: int) -> None:
         self.delete_many([(topic, partition)])
 
@@ -427,6 +496,7 @@ class LogManager:
         renamed: dict[Path, list[Path]] = {}
         for topic, partition in keys:
             key = (topic, partition)
+            self.drop_future(topic, partition)
             self._offline_logs.pop(key, None)
             plog = self._logs.pop(key, None)
             dir = self._dir_of.pop(key, None)
@@ -575,6 +645,8 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush every log, write the checkpoints, close the logs and mark each
         online dir cleanly shut down."""
+        for topic, partition in list(self.futures):
+            self.drop_future(topic, partition)  # an unfinished move starts over if asked again
         self.flush_all()
         self.checkpoint_recovery_points()
         self.checkpoint_high_watermarks()

@@ -138,3 +138,40 @@ def test_parse_log_dir_name() -> None:
     assert parse_log_dir_name("topic") is None
     assert parse_log_dir_name("-3") is None
     assert parse_log_dir_name("t-x") is None
+
+
+def test_future_log_copied_then_promoted_takes_the_partitions_place(tmp_path: Path) -> None:
+    from odradek.protocol.batch_format import iter_batch_headers
+
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = _manager(dirs)
+    _produce(manager, "t", 0, 5)
+    old = manager.get("t", 0)
+    assert old is not None and manager.dir_of(old) == dirs[0]
+    future = manager.create_future("t", 0, dirs[1])
+    assert future.dir.name.startswith("t-0.") and future.dir.name.endswith("-future")
+    _produce(manager, "t", 0, 2)  # appends go on meanwhile
+    while future.log_end_offset < old.log_end_offset:
+        data = bytes(old.read(future.log_end_offset, 1 << 20).records)
+        future.append_as_follower(data, list(iter_batch_headers(data)))
+    moved = manager.promote_future("t", 0)
+    assert manager.get("t", 0) is moved and manager.dir_of(moved) == dirs[1]
+    assert moved.log_end_offset == 7 and (dirs[1] / "t-0").is_dir()
+    assert manager.futures == {} and not future.dir.exists()
+    manager.shutdown()
+    reloaded = _manager(dirs)
+    again = reloaded.get("t", 0)
+    assert again is not None and reloaded.dir_of(again) == dirs[1]
+    assert again.log_end_offset == 7
+
+
+def test_unfinished_future_logs_are_dropped_at_shutdown(tmp_path: Path) -> None:
+    dirs = [tmp_path / "d1", tmp_path / "d2"]
+    manager = _manager(dirs)
+    _produce(manager, "t", 0, 5)
+    future = manager.create_future("t", 0, dirs[1])
+    manager.shutdown()
+    assert not future.dir.exists()
+    reloaded = _manager(dirs)
+    kept = reloaded.get("t", 0)
+    assert kept is not None and reloaded.dir_of(kept) == dirs[0] and kept.log_end_offset == 5

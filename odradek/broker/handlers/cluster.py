@@ -139,6 +139,8 @@ async def _metadata_fetch(broker: ClusterServices, ctx: RequestContext, req: Any
             continue
         quorum = broker.quorum
         offset = p.fetch_offset
+        if raft is not None:
+            raft.observer_fetched(replica_id_of(req), offset)  # DescribeQuorum's observers
         if offset > quorum.log_end_offset:
             answer["error_code"] = 1  # OFFSET_OUT_OF_RANGE
             answers.append(answer)

@@ -168,7 +168,7 @@ async def handle_join_group(broker: GroupServices, ctx: RequestContext, req: Any
         return _join_out(join_error(CE.COORDINATOR_NOT_AVAILABLE, req.member_id), ctx)
     token, fut = waiter
     out = Out()
-    service.core.join_group(jr, token, service.clock_ms(), out)
+    service.core.join_group(jr, token, service.clock_ms(), out, service.topics())
     service.apply(out)
     timeout_s = max(rebalance_ms, session_ms) / 1000 + MAX_WAIT_SLACK_S
     resp = await _wait(
@@ -205,7 +205,7 @@ async def handle_sync_group(broker: GroupServices, ctx: RequestContext, req: Any
         return sync_error(CE.COORDINATOR_NOT_AVAILABLE)
     token, fut = waiter
     out = Out()
-    service.core.sync_group(req.group_id, sr, token, service.clock_ms(), out)
+    service.core.sync_group(req.group_id, sr, token, service.clock_ms(), out, service.topics())
     service.apply(out)
     group = service.core.groups.get(req.group_id)
     rebalance_ms = 300_000
@@ -249,7 +249,8 @@ async def handle_leave_group(broker: GroupServices, ctx: RequestContext, req: An
     else:
         members = [(req.member_id, None)]
     out = Out()
-    top, codes = service.core.leave_group(req.group_id, members, service.clock_ms(), out)
+    top, codes = service.core.leave_group(
+        req.group_id, members, service.clock_ms(), out, service.topics())
     service.apply(out)
     if top == E.NONE:
         top = await _replicated(service, req.group_id)
@@ -520,7 +521,7 @@ async def handle_describe_groups(broker: GroupServices, ctx: RequestContext, req
         if group_id not in described:
             groups.append(_group_denied(group_id, ctx))
             continue
-        g = service.core.describe_group(group_id)
+        g = service.core.describe_group(group_id, service.topics())
         if ctx.api_version >= 6 and g["error_code"] == E.NONE and g["group_state"] == "Dead":
             g["error_code"] = CE.GROUP_ID_NOT_FOUND
             g["error_message"] = f"Group {group_id} not found."
