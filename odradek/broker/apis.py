@@ -34,6 +34,7 @@ from .handlers import (
     cluster,
     configs,
     consumer_groups,
+    features,
     groups,
     log_dirs,
     metadata,
@@ -214,6 +215,9 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.ALTER_USER_SCRAM_CREDENTIALS, scram.handle_alter_user_scram_credentials,
             (_cluster(Op.ALTER),), forwarded=True,
             denial=scram.alter_user_scram_credentials_errors),
+    # -- finalized features (KIP-584) -----------------------------------------------------
+    ApiSpec(K.UPDATE_FEATURES, features.handle_update_features, (_cluster(Op.ALTER),),
+            forwarded=True, denial=features.update_features_errors),
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),

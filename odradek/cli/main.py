@@ -31,7 +31,7 @@ PROG = "odradek"
 SUBCOMMANDS: tuple[str, ...] = (
     "server", "cluster", "topics", "partitions", "produce", "consume", "groups", "transactions",
     "configs",
-    "acls", "users", "quotas", "dump_log", "storage", "console", "bench", "completion",
+    "acls", "users", "quotas", "features", "dump_log", "storage", "console", "bench", "completion",
 )
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

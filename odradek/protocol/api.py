@@ -77,6 +77,7 @@ class ApiKey(IntEnum):
     SASL_AUTHENTICATE = 36
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    UPDATE_FEATURES = 57
     # Controller APIs (KRaft): answered only on a controller's listeners.
     VOTE = 52
     BEGIN_QUORUM_EPOCH = 53
@@ -151,6 +152,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SASL_AUTHENTICATE: (0, 2),
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
+    # finalized feature levels (KIP-584; metadata/features.py)
+    ApiKey.UPDATE_FEATURES: (0, 2),
 }
 
 

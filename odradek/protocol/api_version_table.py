@@ -41,7 +41,7 @@ NOTES: dict[int, str] = {
     38: "delegation tokens: not built", 39: "delegation tokens: not built",
     40: "delegation tokens: not built", 41: "delegation tokens: not built",
     55: "DescribeQuorum (KIP-853's nodes and listeners): not built",
-    56: "controller listener", 57: "feature updates (UpdateFeatures): not built",
+    56: "controller listener", 57: "feature levels: transaction.version only",
     53: "controller listener", 54: "controller listener", 52: "controller listener",
     59: "controller listener", 62: "controller listener", 67: "controller listener",
     73: "controller listener", 58: "controller listener (forwarded admin requests)",
