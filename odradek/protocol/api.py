@@ -132,12 +132,12 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
-    # Transactions (KIP-98, KIP-890 part 1). The next versions of these APIs
-    # add TRANSACTION_ABORTABLE and transaction version 2 (KIP-890 part 2),
-    # which odradek does not implement.
+    # Transactions (KIP-98, KIP-890). EndTxn v4 lets the answer carry
+    # TRANSACTION_ABORTABLE (odradek never answers it); v5 is transactions v2
+    # (the epoch bump, with transaction.version 2: coordinator/transaction.py).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 3),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),

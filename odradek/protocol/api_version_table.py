@@ -34,7 +34,6 @@ NOTES: dict[int, str] = {
     22: "v5 is transactions v2, v6 two-phase commit (KIP-939): not built",
     24: "v5 adds TRANSACTION_ABORTABLE with " + _TXN_V2,
     25: "v4 adds TRANSACTION_ABORTABLE with " + _TXN_V2,
-    26: "v4 adds TRANSACTION_ABORTABLE, v5 is " + _TXN_V2,
     27: "v2 carries each marker's transaction version: " + _TXN_V2,
     28: "v4 adds TRANSACTION_ABORTABLE, v5 is " + _TXN_V2,
     34: "moving replicas between log dirs online: not built",

@@ -80,3 +80,92 @@ def test_transaction_version_is_finalized_by_update_features_and_survives_restar
     assert _features(b.bootstrap)[1] == {TV: 1}
     assert _update(b.bootstrap, 0, upgrade_type=2, version=0).results[0].error_code.value == NONE
     assert _features(b.bootstrap)[1] == {}
+
+
+# -- EndTxn v5: the epoch bump -----------------------------------------------------------
+
+TS = 1_700_000_000_000
+INVALID_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED = 47, 48, 90
+
+
+def _init(bootstrap: str, tid: str) -> tuple[int, int]:
+    r = call(bootstrap, api.ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": tid, "transaction_timeout": 60000,
+        "producer_id": -1, "producer_epoch": -1})
+    assert r.error_code.value == NONE
+    return r.producer_id, r.producer_epoch
+
+
+def _add(bootstrap: str, tid: str, pid: int, epoch: int, topic: str, partition: int = 0) -> int:
+    r = call(bootstrap, api.ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": tid, "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": [partition]}]})
+    return r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code.value
+
+
+def _produce(bootstrap: str, version: int, topic: str, tid: str, pid: int, epoch: int,
+             seq: int, values: list[bytes], partition: int = 0) -> int:
+    from odradek.protocol.records import Record, build_batch
+    batch = build_batch([Record(offset=-1, timestamp=TS, value=v) for v in values],
+                        producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                        is_transactional=True)
+    r = call(bootstrap, api.ApiKey.PRODUCE, version, {
+        "transactional_id": tid, "acks": -1, "timeout": 10000,
+        "topic_data": [{"name": topic, "partition_data": [
+            {"index": partition, "records": batch}]}]})
+    return r.responses[0].partition_responses[0].error_code.value
+
+
+def _end(bootstrap: str, version: int, tid: str, pid: int, epoch: int,
+         commit: bool) -> tuple[int, int, int]:
+    r = call(bootstrap, api.ApiKey.END_TXN, version, {
+        "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch,
+        "committed": commit})
+    return r.error_code.value, getattr(r, "producer_id", -1), getattr(r, "producer_epoch", -1)
+
+
+def test_end_txn_v5_bumps_the_epoch_and_read_committed_sees_only_the_commit(
+        broker_factory, topic_name):
+    from tests.integration.clients import create_topic
+    from tests.integration.txn_helpers import read_values
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 1)
+    enable_tv2(b.bootstrap)
+    tid = "tx-v2-bump"
+    pid, epoch = _init(b.bootstrap, tid)
+    assert _add(b.bootstrap, tid, pid, epoch, topic_name) == NONE
+    assert _produce(b.bootstrap, 11, topic_name, tid, pid, epoch, 0, [b"c1", b"c2"]) == NONE
+    assert _end(b.bootstrap, 5, tid, pid, epoch, True) == (NONE, pid, epoch + 1)
+    assert _end(b.bootstrap, 5, tid, pid, epoch, True) == (NONE, pid, epoch + 1)  # a retry
+    # the COMMIT marker carried epoch + 1: the old epoch is fenced on the partition
+    assert _produce(b.bootstrap, 11, topic_name, tid, pid, epoch, 2, [b"late"]) == INVALID_EPOCH
+    assert _end(b.bootstrap, 3, tid, pid, epoch, False)[0] == PRODUCER_FENCED
+    assert _end(b.bootstrap, 1, tid, pid, epoch, False)[0] == INVALID_EPOCH
+    # the next transaction uses the new epoch, sequence 0; it is aborted
+    epoch += 1
+    assert _add(b.bootstrap, tid, pid, epoch, topic_name) == NONE
+    assert _produce(b.bootstrap, 11, topic_name, tid, pid, epoch, 0, [b"a1"]) == NONE
+    assert _end(b.bootstrap, 5, tid, pid, epoch, False) == (NONE, pid, epoch + 1)
+    assert read_values(b.bootstrap, topic_name, 1, "read_committed", expect=2) == [b"c1", b"c2"]
+    assert sorted(read_values(b.bootstrap, topic_name, 1, "read_uncommitted", expect=3)) == [
+        b"a1", b"c1", b"c2"]
+    # the bumped epoch survives a coordinator restart
+    b.restart()
+    assert _end(b.bootstrap, 5, tid, pid, epoch + 1, False) == (NONE, pid, epoch + 2)
+
+
+def test_without_transaction_version_2_end_txn_v5_does_not_bump(broker_factory, topic_name):
+    from tests.integration.clients import create_topic
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 1)
+    tid = "tx-v1"
+    pid, epoch = _init(b.bootstrap, tid)
+    assert _add(b.bootstrap, tid, pid, epoch, topic_name) == NONE
+    assert _produce(b.bootstrap, 11, topic_name, tid, pid, epoch, 0, [b"x"]) == NONE
+    assert _end(b.bootstrap, 5, tid, pid, epoch, True) == (NONE, pid, epoch)
+    assert _add(b.bootstrap, tid, pid, epoch, topic_name) == NONE  # same epoch goes on
+    assert _produce(b.bootstrap, 11, topic_name, tid, pid, epoch, 1, [b"y"]) == NONE
+    assert _end(b.bootstrap, 5, tid, pid, epoch, False) == (NONE, pid, epoch)

@@ -20,13 +20,14 @@ from ...coordinator.replicated import OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.transaction import TxnOut
 from ...coordinator.transaction_service import TransactionCoordinatorService
 from ...coordinator.txn_markers import advance_high_watermark, write_markers
+from ...metadata import features as F
 from ...protocol import errors as E
 from ...protocol import records as batches
 from ...protocol.entities import ms
 from ...security.resources import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import RequestContext
-from . import authz
 from ..services import TxnServices
+from . import authz
 
 
 def _service(broker: TxnServices) -> TransactionCoordinatorService:
@@ -228,15 +229,11 @@ def _append_txn_offsets(broker: TxnServices, partition: int, pid: int, epoch: in
 async def handle_end_txn(broker: TxnServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not _may_write_txn(ctx, req.transactional_id):
         return {"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-    service = _service(broker)
-    out = TxnOut()
-    code = service.write_refused(req.transactional_id)
-    if code == E.NONE:
-        code = service.core.end_txn(req.transactional_id, req.producer_id,
-                                    req.producer_epoch, req.committed, _now(), out)
-    if code == E.NONE:
-        code = await service.apply(out, req.transactional_id)
-    return {"error_code": code}
+    # transactions v2 (KIP-890 part 2): EndTxn v5 on a cluster at transaction.version 2
+    bump = ctx.api_version >= 5 and broker.image.feature_level(F.TRANSACTION_VERSION) >= F.TV2
+    code, pid, epoch = await _service(broker).end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, bump)
+    return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}  # v5+
 
 
 async def handle_write_txn_markers(broker: TxnServices, ctx: RequestContext, req: Any
