@@ -93,7 +93,8 @@ class TransactionCoordinatorService:
         self.write_timeout_ms: int = c.get("request.timeout.ms")
         self.crash_after_prepare = os.environ.get(CRASH_AFTER_PREPARE_ENV) == "1"
         self.remote = RemoteMarkers(broker)
-        self.verifier = TxnVerifier(broker, self.core)  # KIP-890 for partitions led here
+        # KIP-890 for partitions led here
+        self.verifier = TxnVerifier(broker, self.core, self.add_partitions)
         self._running: set[str] = set()  # transactional ids whose markers are being written
         self._tasks: set[asyncio.Task[int]] = set()
 
@@ -367,6 +368,21 @@ class TransactionCoordinatorService:
             # The open transaction was fenced and aborted: now bump the epoch.
             producer_id = producer_epoch = -1
         return result
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                             partitions: list[tuple[str, int]]) -> int:
+        """Add partitions to the producer's transaction (opening one if none is),
+        answered once the record is replicated: AddPartitionsToTxn, and the
+        implicit adds of transactions v2."""
+        code = self.write_refused(transactional_id)
+        if code != E.NONE:
+            return code
+        out = TxnOut()
+        code = self.core.add_partitions(transactional_id, producer_id, epoch, partitions,
+                                        self.clock_ms(), out)
+        if code == E.NONE:
+            code = await self.apply(out, transactional_id)
+        return code
 
     async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
                       commit: bool, bump: bool) -> tuple[int, int, int]:

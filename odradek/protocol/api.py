@@ -93,7 +93,9 @@ class ApiKey(IntEnum):
 
 # api_key -> (min_version, max_version) that odradek answers.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 11),
+    # v12: transactions v2 (KIP-890 part 2), the partitions of a transaction
+    # are added implicitly when the cluster is at transaction.version 2
+    ApiKey.PRODUCE: (3, 12),
     # v17 (KIP-853's replica directory id) and v18 (the follower's high watermark)
     # add tagged request fields only KRaft's own fetches use: ignored, as Kafka's
     # broker does for consumer and follower fetches
@@ -132,14 +134,15 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
-    # Transactions (KIP-98, KIP-890). EndTxn v4 lets the answer carry
-    # TRANSACTION_ABORTABLE (odradek never answers it); v5 is transactions v2
-    # (the epoch bump, with transaction.version 2: coordinator/transaction.py).
+    # Transactions (KIP-98, KIP-890). EndTxn v4 and TxnOffsetCommit v4 let the
+    # answer carry TRANSACTION_ABORTABLE (odradek never answers it); their v5
+    # are transactions v2 (with transaction.version 2: the epoch bump, the
+    # implicit add of the group's partition; coordinator/transaction.py).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
     ApiKey.END_TXN: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),  # v5: the implicit add of transactions v2
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),

@@ -28,14 +28,13 @@ _TXN_V2 = "transactions v2 (KIP-890 part 2): not built"
 _SHARE = "share groups (KIP-932): not built"
 _VOTERS = "dynamic controller voters (KIP-853): not built"
 NOTES: dict[int, str] = {
-    0: "v12 is transactions v2 (KIP-890 part 2), v13 names topics by id: not built",
+    0: "v13 names topics by id: not built",
     2: "v9-v11 answer tiered-storage offsets (earliest-local, latest-tiered, "
        "earliest pending upload): not built",
     22: "v5 is transactions v2, v6 two-phase commit (KIP-939): not built",
     24: "v5 adds TRANSACTION_ABORTABLE with " + _TXN_V2,
     25: "v4 adds TRANSACTION_ABORTABLE with " + _TXN_V2,
     27: "v2 carries each marker's transaction version: " + _TXN_V2,
-    28: "v4 adds TRANSACTION_ABORTABLE, v5 is " + _TXN_V2,
     34: "moving replicas between log dirs online: not built",
     38: "delegation tokens: not built", 39: "delegation tokens: not built",
     40: "delegation tokens: not built", 41: "delegation tokens: not built",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -169,3 +170,86 @@ def test_without_transaction_version_2_end_txn_v5_does_not_bump(broker_factory, 
     assert _add(b.bootstrap, tid, pid, epoch, topic_name) == NONE  # same epoch goes on
     assert _produce(b.bootstrap, 11, topic_name, tid, pid, epoch, 1, [b"y"]) == NONE
     assert _end(b.bootstrap, 5, tid, pid, epoch, False) == (NONE, pid, epoch)
+
+
+# -- Produce v12: partitions added implicitly ---------------------------------------------
+
+
+def test_produce_v12_adds_partitions_to_the_transaction_itself(broker_factory, topic_name):
+    from tests.integration.clients import create_topic
+    from tests.integration.txn_helpers import read_values
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 2)
+    tid = "tx-v2-implicit"
+    pid, epoch = _init(b.bootstrap, tid)
+    # transaction.version 0: Produce v12 is verified as v11 is (KIP-890 part 1)
+    assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 0, [b"no"]) == \
+        INVALID_TXN_STATE
+    enable_tv2(b.bootstrap)
+    # v11 still needs AddPartitionsToTxn; v12 adds the partition itself
+    assert _produce(b.bootstrap, 11, topic_name, tid, pid, epoch, 0, [b"no"]) == \
+        INVALID_TXN_STATE
+    assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 0, [b"c0"], 0) == NONE
+    assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 0, [b"c1"], 1) == NONE
+    assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 1, [b"c2"], 1) == NONE
+    described = call(b.bootstrap, api.ApiKey.DESCRIBE_TRANSACTIONS, 0, {
+        "transactional_ids": [tid]}).transaction_states[0]
+    assert described.transaction_state == "Ongoing"
+    assert [(t.topic, sorted(t.partitions)) for t in described.topics] == [(topic_name, [0, 1])]
+    assert _end(b.bootstrap, 5, tid, pid, epoch, True) == (NONE, pid, epoch + 1)
+    # the old epoch cannot open a new transaction; the new one can, and aborts it
+    assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 2, [b"x"], 0) == INVALID_EPOCH
+    assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch + 1, 0, [b"a0"], 0) == NONE
+    assert _end(b.bootstrap, 5, tid, pid, epoch + 1, False) == (NONE, pid, epoch + 2)
+    assert sorted(read_values(b.bootstrap, topic_name, 2, "read_committed", expect=3)) == [
+        b"c0", b"c1", b"c2"]
+
+
+# -- TxnOffsetCommit v5: the group's partition added implicitly -----------------------------
+
+
+def _commit_offset(bootstrap: str, version: int, tid: str, group: str, pid: int, epoch: int,
+                   topic: str, offset: int) -> int:
+    r = call(bootstrap, api.ApiKey.TXN_OFFSET_COMMIT, version, {
+        "transactional_id": tid, "group_id": group, "producer_id": pid,
+        "producer_epoch": epoch, "generation_id": -1, "member_id": "",
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1,
+             "committed_metadata": ""}]}]})
+    return r.topics[0].partitions[0].error_code.value
+
+
+def _committed(bootstrap: str, group: str, topic: str) -> int:
+    r = call(bootstrap, api.ApiKey.OFFSET_FETCH, 7, {
+        "group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}],
+        "require_stable": True})
+    return r.topics[0].partitions[0].committed_offset
+
+
+def test_txn_offset_commit_v5_adds_the_groups_partition_itself(broker_factory, topic_name):
+    from tests.integration.clients import create_topic
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 1)
+    tid, group = "tx-v2-offsets", f"g-{topic_name}"
+    pid, epoch = _init(b.bootstrap, tid)
+    # transaction.version 0: v5 still needs AddOffsetsToTxn (the first calls may
+    # find the group coordinator loading its new partitions)
+    deadline = time.monotonic() + 30
+    while (code := _commit_offset(b.bootstrap, 5, tid, group, pid, epoch, topic_name, 7)) in (
+            14, 15, 16) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert code == INVALID_TXN_STATE
+    enable_tv2(b.bootstrap)
+    assert _commit_offset(b.bootstrap, 3, tid, group, pid, epoch, topic_name, 7) == \
+        INVALID_TXN_STATE
+    assert _commit_offset(b.bootstrap, 5, tid, group, pid, epoch, topic_name, 7) == NONE
+    assert _end(b.bootstrap, 5, tid, pid, epoch, True) == (NONE, pid, epoch + 1)
+    assert _committed(b.bootstrap, group, topic_name) == 7
+    # an aborted one leaves the committed offset as it was
+    assert _commit_offset(b.bootstrap, 5, tid, group, pid, epoch + 1, topic_name, 9) == NONE
+    assert _end(b.bootstrap, 5, tid, pid, epoch + 1, False) == (NONE, pid, epoch + 2)
+    assert _committed(b.bootstrap, group, topic_name) == 7
+    # the fenced epoch is refused (TxnOffsetCommit never carries PRODUCER_FENCED)
+    assert _commit_offset(b.bootstrap, 5, tid, group, pid, epoch, topic_name, 9) == INVALID_EPOCH

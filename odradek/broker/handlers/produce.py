@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any
 
+from ...metadata import features as F
 from ...protocol import errors as E
 from ...protocol.entities import ms
 from ...protocol.record_scan import check_records
@@ -104,7 +105,10 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
         Op.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     writable = set() if txn_denied else authz.topics_allowed(
         ctx, Op.WRITE, [t.name for t in req.topic_data])
-    verified = (await broker.txn_coordinator.verifier.verify(req)
+    # Transactions v2 (KIP-890 part 2): Produce v12+ adds the partitions itself.
+    implicit_add = (ctx.api_version >= 12 and broker.image.feature_level(
+        F.TRANSACTION_VERSION) >= F.TV2)
+    verified = (await broker.txn_coordinator.verifier.verify(req, implicit_add)
                 if req.transactional_id and not txn_denied else {})
     for topic in req.topic_data:
         name = topic.name

@@ -141,6 +141,11 @@ async def handle_add_offsets_to_txn(broker: TxnServices, ctx: RequestContext, re
     return {"error_code": code}
 
 
+# the transaction coordinator's conditions a TxnOffsetCommit v5 client retries on
+_COORDINATOR_BUSY = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE,
+                               E.CONCURRENT_TRANSACTIONS})
+
+
 async def handle_txn_offset_commit(broker: TxnServices, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
     groups = broker.group_coordinator
@@ -157,13 +162,20 @@ async def handle_txn_offset_commit(broker: TxnServices, ctx: RequestContext, req
     if code == E.NONE and generation >= 0:
         code = core._validate_commit(req.group_id, getattr(req, "member_id", ""),
                                      getattr(req, "group_instance_id", None), generation, 9, now)
-    if code == E.NONE:
+    offsets_tp = (OFFSETS_TOPIC, core.partition_for(req.group_id))
+    if code == E.NONE and ctx.api_version >= 5 and broker.image.feature_level(
+            F.TRANSACTION_VERSION) >= F.TV2:
+        # Transactions v2: TxnOffsetCommit v5 adds the group's partition itself
+        # (no AddOffsetsToTxn), with this node's or a remote transaction coordinator.
+        added = await _service(broker).verifier.add(
+            req.transactional_id, req.producer_id, req.producer_epoch, [offsets_tp])
+        code = added[offsets_tp]
+        if code in _COORDINATOR_BUSY:
+            code = E.COORDINATOR_LOAD_IN_PROGRESS  # retried; not the group's coordinator
+    elif code == E.NONE:
         # The producer must have added the group's partition (AddOffsetsToTxn).
         code = _service(broker).core.verify_partition(
-            req.transactional_id, req.producer_id, req.producer_epoch,
-            (OFFSETS_TOPIC, core.partition_for(req.group_id)))
-        if code == E.INVALID_TXN_STATE:
-            code = E.INVALID_TXN_STATE
+            req.transactional_id, req.producer_id, req.producer_epoch, offsets_tp)
     if code == E.NONE:
         # acks=all: below min.insync.replicas nothing is written.
         code = mapped(OFFSET_COMMIT_ERRORS, groups.write_refused(req.group_id))
