@@ -94,8 +94,9 @@ class ApiKey(IntEnum):
 # api_key -> (min_version, max_version) that odradek answers.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     # v12: transactions v2 (KIP-890 part 2), the partitions of a transaction
-    # are added implicitly when the cluster is at transaction.version 2
-    ApiKey.PRODUCE: (3, 12),
+    # are added implicitly when the cluster is at transaction.version 2;
+    # v13 names topics by id (KIP-516, Kafka 4.1)
+    ApiKey.PRODUCE: (3, 13),
     # v17 (KIP-853's replica directory id) and v18 (the follower's high watermark)
     # add tagged request fields only KRaft's own fetches use: ignored, as Kafka's
     # broker does for consumer and follower fetches

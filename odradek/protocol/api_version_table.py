@@ -28,7 +28,6 @@ _TXN_V2 = "transactions v2 (KIP-890 part 2): not built"
 _SHARE = "share groups (KIP-932): not built"
 _VOTERS = "dynamic controller voters (KIP-853): not built"
 NOTES: dict[int, str] = {
-    0: "v13 names topics by id: not built",
     2: "v9-v11 answer tiered-storage offsets (earliest-local, latest-tiered, "
        "earliest pending upload): not built",
     22: "v5 is transactions v2, v6 two-phase commit (KIP-939): not built",

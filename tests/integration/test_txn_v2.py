@@ -253,3 +253,44 @@ def test_txn_offset_commit_v5_adds_the_groups_partition_itself(broker_factory, t
     assert _committed(b.bootstrap, group, topic_name) == 7
     # the fenced epoch is refused (TxnOffsetCommit never carries PRODUCER_FENCED)
     assert _commit_offset(b.bootstrap, 5, tid, group, pid, epoch, topic_name, 9) == INVALID_EPOCH
+
+
+# -- Produce v13: topics by id (KIP-516) ----------------------------------------------------
+
+
+def test_produce_v13_names_topics_by_id_in_a_v2_transaction(broker_factory, topic_name):
+    import uuid
+
+    from odradek.protocol.records import Record, build_batch
+    from tests.integration.clients import create_topic
+    from tests.integration.txn_helpers import read_values
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 1)
+    enable_tv2(b.bootstrap)
+    meta = call(b.bootstrap, api.ApiKey.METADATA, 12, {
+        "topics": [{"name": topic_name, "topic_id": None}],
+        "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    topic_id = meta.topics[0].topic_id
+    tid = "tx-v13"
+    pid, epoch = _init(b.bootstrap, tid)
+
+    def produce(tids: list[uuid.UUID], seq: int, value: bytes) -> Any:
+        batch = build_batch([Record(offset=-1, timestamp=TS, value=value)], producer_id=pid,
+                            producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+        return call(b.bootstrap, api.ApiKey.PRODUCE, 13, {
+            "transactional_id": tid, "acks": -1, "timeout": 10000,
+            "topic_data": [{"topic_id": t, "partition_data": [{"index": 0, "records": batch}]}
+                           for t in tids]})
+
+    r = produce([topic_id], 0, b"by-id")
+    (topic,) = r.responses
+    assert topic.topic_id == topic_id
+    assert (topic.partition_responses[0].error_code.value,
+            topic.partition_responses[0].base_offset) == (NONE, 0)
+    unknown = uuid.uuid4()
+    r = produce([unknown], 1, b"nowhere")
+    assert r.responses[0].topic_id == unknown
+    assert r.responses[0].partition_responses[0].error_code.value == 100  # UNKNOWN_TOPIC_ID
+    assert _end(b.bootstrap, 5, tid, pid, epoch, True) == (NONE, pid, epoch + 1)
+    assert read_values(b.bootstrap, topic_name, 1, "read_committed", expect=1) == [b"by-id"]
