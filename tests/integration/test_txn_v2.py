@@ -294,3 +294,28 @@ def test_produce_v13_names_topics_by_id_in_a_v2_transaction(broker_factory, topi
     assert r.responses[0].partition_responses[0].error_code.value == 100  # UNKNOWN_TOPIC_ID
     assert _end(b.bootstrap, 5, tid, pid, epoch, True) == (NONE, pid, epoch + 1)
     assert read_values(b.bootstrap, topic_name, 1, "read_committed", expect=1) == [b"by-id"]
+
+
+def test_a_transaction_version_1_client_works_unchanged_on_a_tv2_cluster(
+        broker_factory, topic_name):
+    """confluent-kafka (librdkafka) speaks transactions v1: AddPartitionsToTxn,
+    EndTxn below v5. On a cluster at transaction.version 2 it commits and aborts
+    as before, and its epoch is not bumped under it."""
+    from tests.integration.clients import create_topic
+    from tests.integration.txn_helpers import read_values, txn_producer
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 2)
+    enable_tv2(b.bootstrap)
+    p = txn_producer(b.bootstrap, "tx-v1-client")
+    for round_ in range(2):
+        p.begin_transaction()
+        for i in range(4):
+            p.produce(topic_name, value=b"c%d-%d" % (round_, i), partition=i % 2)
+        p.commit_transaction(30)
+        p.begin_transaction()
+        p.produce(topic_name, value=b"aborted", partition=0)
+        p.flush(30)
+        p.abort_transaction(30)
+    got = read_values(b.bootstrap, topic_name, 2, "read_committed", expect=8)
+    assert sorted(got) == sorted(b"c%d-%d" % (r, i) for r in range(2) for i in range(4))
