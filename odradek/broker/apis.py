@@ -34,6 +34,7 @@ from .handlers import (
     cluster,
     configs,
     consumer_groups,
+    features,
     groups,
     log_dirs,
     metadata,
@@ -220,6 +221,9 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # -- the metadata quorum (KIP-595/836/853): its leader answers ----------------------
     ApiSpec(K.DESCRIBE_QUORUM, quorum.handle_describe_quorum, (_cluster(Op.DESCRIBE),),
             forwarded=True),
+    # -- finalized features (KIP-584) -----------------------------------------------------
+    ApiSpec(K.UPDATE_FEATURES, features.handle_update_features, (_cluster(Op.ALTER),),
+            forwarded=True, denial=features.update_features_errors),
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),

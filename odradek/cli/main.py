@@ -32,7 +32,8 @@ PROG = "odradek"
 SUBCOMMANDS: tuple[str, ...] = (
     "server", "cluster", "topics", "partitions", "produce", "consume", "groups", "transactions",
     "configs", "metadata_quorum",
-    "acls", "users", "quotas", "dump_log", "storage", "console", "bench", "completion",
+    "acls", "users", "quotas", "features", "dump_log", "storage", "console", "bench",
+    "completion",
 )
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")

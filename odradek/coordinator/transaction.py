@@ -70,6 +70,13 @@ class TxnMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     last_update_ms: int = -1
     start_ms: int = -1
+    # transactions v2 (KIP-890 part 2): the id before the last rotation, the id
+    # the producer gets when the transaction in Prepare* completes (its epoch
+    # was exhausted), and the client's transaction version (2 once an EndTxn v5
+    # ended a transaction of this id)
+    previous_producer_id: int = -1
+    next_producer_id: int = -1
+    client_version: int = 0
 
     def to_value(self) -> TxnLogValue:
         by_topic: dict[str, list[int]] = {}
@@ -79,6 +86,7 @@ class TxnMetadata:
             self.producer_id, self.producer_epoch, self.timeout_ms, self.state,
             tuple((t, tuple(ps)) for t, ps in by_topic.items()),
             self.last_update_ms, self.start_ms,
+            self.previous_producer_id, self.next_producer_id, self.client_version,
         )
 
     @classmethod
@@ -86,6 +94,7 @@ class TxnMetadata:
         return cls(
             transactional_id, v.producer_id, v.producer_epoch, v.timeout_ms, v.state,
             {(t, p) for t, ps in v.partitions for p in ps}, v.last_update_ms, v.start_ms,
+            v.previous_producer_id, v.next_producer_id, v.client_version,
         )
 
 
@@ -281,7 +290,14 @@ class TransactionCoordinator:
 
     # -- EndTxn -----------------------------------------------------------------------------------
     def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
-                now_ms: int, out: TxnOut) -> int:
+                now_ms: int, out: TxnOut, *, bump: bool = False,
+                new_producer_id: Callable[[], int] | None = None) -> int:
+        """EndTxn. With ``bump`` (EndTxn v5 on a cluster at transaction.version
+        2) the transactions v2 rules apply (`_end_txn_v2`)."""
+        if bump:
+            assert new_producer_id is not None
+            return self._end_txn_v2(transactional_id, producer_id, epoch, commit, now_ms,
+                                    new_producer_id, out)
         code, txn = self._check_producer(transactional_id, producer_id, epoch)
         if txn is None:
             return code
@@ -302,12 +318,85 @@ class TransactionCoordinator:
             return CONCURRENT_TRANSACTIONS if not commit else INVALID_TXN_STATE
         return INVALID_TXN_STATE
 
+    def _end_txn_v2(self, transactional_id: str, producer_id: int, epoch: int, commit: bool,
+                    now_ms: int, new_producer_id: Callable[[], int], out: TxnOut) -> int:
+        """Transactions v2 (KIP-890 part 2): every end of a transaction bumps the
+        producer epoch, in the Prepare record, so the markers carry the new epoch
+        and fence the old one on every partition; the producer learns the new
+        epoch from the EndTxn v5 answer. An epoch that cannot be bumped again
+        (MAX_EPOCH - 1) is bumped to MAX_EPOCH for the markers and a new
+        producer id, epoch 0, takes over when the transaction completes.
+
+        A retried EndTxn (the answer was lost) carries the epoch before the
+        bump: it is answered NONE once the outcome it asked for is complete.
+        An abort with no open transaction bumps the epoch too (no markers)."""
+        code = self.coordinator_error(transactional_id)
+        if code != E.NONE:
+            return code
+        txn = self.txns.get(transactional_id)
+        if txn is None:
+            return INVALID_PRODUCER_ID_MAPPING
+        retry_on_bump = txn.producer_id == producer_id and txn.producer_epoch == epoch + 1
+        retry_on_overflow = (txn.previous_producer_id == producer_id
+                             and epoch == MAX_EPOCH - 1 and txn.producer_epoch == 0)
+        if txn.producer_id != producer_id and not retry_on_overflow:
+            return INVALID_PRODUCER_ID_MAPPING
+        state = txn.state
+        if state in PREPARE:
+            valid = retry_on_bump
+        elif state in COMPLETE:
+            valid = retry_on_bump or retry_on_overflow or epoch == txn.producer_epoch
+        else:
+            valid = epoch == txn.producer_epoch
+        if not valid:
+            return PRODUCER_FENCED
+        retry = retry_on_bump or retry_on_overflow
+        if state == TxnState.ONGOING:
+            self._prepare_v2(txn, commit, now_ms, new_producer_id, out)
+            return E.NONE
+        if state == TxnState.COMPLETE_COMMIT:
+            if commit:
+                return E.NONE if retry else INVALID_TXN_STATE
+            if retry:
+                return INVALID_TXN_STATE
+        elif state == TxnState.COMPLETE_ABORT:
+            if not commit and retry:
+                return E.NONE
+            if commit:
+                return INVALID_TXN_STATE
+        elif state in PREPARE:
+            wanted = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+            return CONCURRENT_TRANSACTIONS if state == wanted else INVALID_TXN_STATE
+        elif state != TxnState.EMPTY or commit:
+            return INVALID_TXN_STATE
+        # an abort with nothing open (Empty, Complete*): bump the epoch, no markers
+        txn.partitions = set()
+        self._prepare_v2(txn, False, now_ms, new_producer_id, out)
+        return E.NONE
+
+    def _prepare_v2(self, txn: TxnMetadata, commit: bool, now_ms: int,
+                    new_producer_id: Callable[[], int], out: TxnOut) -> None:
+        if txn.producer_epoch >= MAX_EPOCH - 1:
+            txn.next_producer_id = new_producer_id()
+        txn.producer_epoch += 1
+        txn.client_version = 2
+        txn.state = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
+        txn.last_update_ms = now_ms
+        self._write(txn, out)
+        out.jobs.append(self._job(txn))
+
     def complete(self, job: MarkerJob, now_ms: int, out: TxnOut) -> None:
-        """The markers of ``job`` are written: Prepare* -> Complete*."""
+        """The markers of ``job`` are written: Prepare* -> Complete* (and, after
+        an exhausted epoch in transactions v2, the next producer id, epoch 0)."""
         txn = self.txns.get(job.transactional_id)
         if txn is None or txn.state not in PREPARE or txn.producer_id != job.producer_id:
             return
         txn.state = TxnState.COMPLETE_COMMIT if job.commit else TxnState.COMPLETE_ABORT
+        if txn.next_producer_id >= 0:
+            txn.previous_producer_id = txn.producer_id
+            txn.producer_id = txn.next_producer_id
+            txn.producer_epoch = 0
+            txn.next_producer_id = -1
         txn.partitions = set()
         txn.last_update_ms = now_ms
         self._write(txn, out)

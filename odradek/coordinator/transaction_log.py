@@ -12,10 +12,13 @@ ARRAY = int32 count (-1 = null) + items:
                                          transactionLastUpdateTimestampMs INT64,
                                          transactionStartTimestampMs INT64
 
-Value version 1 (flexible, KIP-915; tagged PreviousProducerId, NextProducerId,
-ClientTransactionVersion) is read too: compact strings/arrays (unsigned varint
-length + 1) and a tagged-field section after each struct. A null value is a
-tombstone (the transactional id expired).
+Value version 1 (flexible, KIP-915) has compact strings/arrays (unsigned
+varint length + 1) and a tagged-field section after each struct; the value's
+own tags are 0 PreviousProducerId INT64, 1 NextProducerId INT64, 2
+ClientTransactionVersion INT16 (KIP-890 part 2). odradek writes version 1
+only for a transaction that has one of them set (transactions v2), version 0
+otherwise, and reads both. A null value is a tombstone (the transactional id
+expired).
 
 TransactionStatus: 0 Empty, 1 Ongoing, 2 PrepareCommit, 3 PrepareAbort,
 4 CompleteCommit, 5 CompleteAbort, 6 Dead, 7 PrepareEpochFence.
@@ -70,6 +73,16 @@ class TxnLogValue:
     partitions: tuple[tuple[str, tuple[int, ...]], ...]
     last_update_ms: int
     start_ms: int
+    previous_producer_id: int = -1
+    next_producer_id: int = -1  # the id the producer gets when this transaction completes
+    client_version: int = 0  # ClientTransactionVersion: 2 for transactions v2
+
+
+def _uvarint(out: bytearray, value: int) -> None:
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
 
 
 def _str(out: bytearray, value: str) -> None:
@@ -84,23 +97,51 @@ def encode_key(transactional_id: str) -> bytes:
     return bytes(out)
 
 
+def _tags(v: TxnLogValue) -> list[tuple[int, bytes]]:
+    tags = []
+    if v.previous_producer_id != -1:
+        tags.append((0, _I64.pack(v.previous_producer_id)))
+    if v.next_producer_id != -1:
+        tags.append((1, _I64.pack(v.next_producer_id)))
+    if v.client_version != 0:
+        tags.append((2, _I16.pack(v.client_version)))
+    return tags
+
+
 def encode_value(v: TxnLogValue) -> bytes:
-    out = bytearray(_I16.pack(VALUE_VERSION))
+    tags = _tags(v)
+    flexible = bool(tags)
+    out = bytearray(_I16.pack(1 if flexible else VALUE_VERSION))
     out += _I64.pack(v.producer_id)
     out += _I16.pack(v.producer_epoch)
     out += _I32.pack(v.timeout_ms)
     out += _I8.pack(int(v.state))
-    if v.state == TxnState.EMPTY and not v.partitions:
-        out += _I32.pack(-1)
+    null = v.state == TxnState.EMPTY and not v.partitions
+    if flexible:
+        _uvarint(out, 0 if null else len(v.partitions) + 1)
     else:
-        out += _I32.pack(len(v.partitions))
-        for topic, parts in v.partitions:
+        out += _I32.pack(-1 if null else len(v.partitions))
+    for topic, parts in () if null else v.partitions:
+        data = topic.encode()
+        if flexible:
+            _uvarint(out, len(data) + 1)
+            out += data
+            _uvarint(out, len(parts) + 1)
+        else:
             _str(out, topic)
             out += _I32.pack(len(parts))
-            for p in parts:
-                out += _I32.pack(p)
+        for p in parts:
+            out += _I32.pack(p)
+        if flexible:
+            out.append(0)  # no tagged fields in a partition entry
     out += _I64.pack(v.last_update_ms)
     out += _I64.pack(v.start_ms)
+    if flexible:
+        _uvarint(out, len(tags))
+        for tag, data in tags:
+            _uvarint(out, tag)
+            _uvarint(out, len(data))
+            out += data
     return bytes(out)
 
 
@@ -141,12 +182,21 @@ class _Reader:
         return value
 
     def skip_tags(self) -> None:
+        self.tags()
+
+    def tags(self) -> dict[int, bytes]:
+        """The tagged fields of a struct (flexible versions), by tag."""
+        found: dict[int, bytes] = {}
         if not self.flexible:
-            return
+            return found
         for _ in range(self.uvarint()):
-            self.uvarint()
+            tag = self.uvarint()
             size = self.uvarint()
+            if self.pos + size > len(self.buf):
+                raise CorruptTxnRecord("bad tagged field")
+            found[tag] = self.buf[self.pos : self.pos + size]
             self.pos += size
+        return found
 
     def i8(self) -> int:
         return self._take(_I8)
@@ -196,4 +246,12 @@ def decode_value(value: bytes) -> TxnLogValue:
         r.skip_tags()
     last_update = r.i64()
     start = r.i64()
-    return TxnLogValue(pid, epoch, timeout, state, tuple(partitions), last_update, start)
+    tags = r.tags() if r.pos < len(value) else {}
+    try:
+        previous = _I64.unpack(tags[0])[0] if 0 in tags else -1
+        following = _I64.unpack(tags[1])[0] if 1 in tags else -1
+        client_version = _I16.unpack(tags[2])[0] if 2 in tags else 0
+    except struct.error:
+        raise CorruptTxnRecord("bad tagged field") from None
+    return TxnLogValue(pid, epoch, timeout, state, tuple(partitions), last_update, start,
+                       previous, following, client_version)

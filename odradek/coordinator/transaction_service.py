@@ -49,6 +49,7 @@ from .log_replay import log_batches
 from .replicated import TXN_ERRORS, mapped, min_isr_error, wait_replicated
 from .transaction import (
     CONCURRENT_TRANSACTIONS,
+    MAX_EPOCH,
     TRANSACTION_STATE_TOPIC,
     MarkerJob,
     TransactionCoordinator,
@@ -92,7 +93,8 @@ class TransactionCoordinatorService:
         self.write_timeout_ms: int = c.get("request.timeout.ms")
         self.crash_after_prepare = os.environ.get(CRASH_AFTER_PREPARE_ENV) == "1"
         self.remote = RemoteMarkers(broker)
-        self.verifier = TxnVerifier(broker, self.core)  # KIP-890 for partitions led here
+        # KIP-890 for partitions led here
+        self.verifier = TxnVerifier(broker, self.core, self.add_partitions)
         self._running: set[str] = set()  # transactional ids whose markers are being written
         self._tasks: set[asyncio.Task[int]] = set()
 
@@ -366,6 +368,46 @@ class TransactionCoordinatorService:
             # The open transaction was fenced and aborted: now bump the epoch.
             producer_id = producer_epoch = -1
         return result
+
+    async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
+                             partitions: list[tuple[str, int]]) -> int:
+        """Add partitions to the producer's transaction (opening one if none is),
+        answered once the record is replicated: AddPartitionsToTxn, and the
+        implicit adds of transactions v2."""
+        code = self.write_refused(transactional_id)
+        if code != E.NONE:
+            return code
+        out = TxnOut()
+        code = self.core.add_partitions(transactional_id, producer_id, epoch, partitions,
+                                        self.clock_ms(), out)
+        if code == E.NONE:
+            code = await self.apply(out, transactional_id)
+        return code
+
+    async def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      commit: bool, bump: bool) -> tuple[int, int, int]:
+        """EndTxn: (error, producer id, epoch) once the markers are written. With
+        ``bump`` (transactions v2) the epoch the answer names is the bumped one,
+        or a new producer id with epoch 0 when the old epoch was exhausted."""
+        code = self.write_refused(transactional_id)
+        if code != E.NONE:
+            return code, -1, -1
+        ensure_ids = getattr(self.broker, "ensure_producer_ids", None)
+        if bump and ensure_ids is not None and producer_epoch >= MAX_EPOCH - 2:
+            try:  # the epoch may overflow: a broker-only node needs an id block
+                await ensure_ids()
+            except Exception:  # noqa: BLE001 - no block yet: the client retries
+                return E.COORDINATOR_NOT_AVAILABLE, -1, -1
+        out = TxnOut()
+        code = self.core.end_txn(transactional_id, producer_id, producer_epoch, commit,
+                                 self.clock_ms(), out, bump=bump,
+                                 new_producer_id=self._new_producer_id)
+        if code == E.NONE:
+            code = await self.apply(out, transactional_id)
+        txn = self.core.txns.get(transactional_id)
+        if code != E.NONE or txn is None:
+            return code, -1, -1
+        return code, txn.producer_id, txn.producer_epoch
 
     def verify_partition(self, transactional_id: str, producer_id: int, epoch: int,
                          topic: str, partition: int) -> int:

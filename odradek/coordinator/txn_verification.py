@@ -22,11 +22,18 @@ such partitions of the request, and hands each partition a `Verified`:
   the producer applied while the call was in flight voids it (the transaction
   it verified has ended), and the batch is then refused with
   INVALID_TXN_STATE instead of opening a new, unverified transaction.
+
+Transactions v2 (KIP-890 part 2): a Produce v12+ request on a cluster at
+transaction.version 2 adds such partitions to the transaction instead of
+verifying them (the producer sends no AddPartitionsToTxn): this node's
+coordinator adds them itself (`add_here`), a remote one is sent
+AddPartitionsToTxn v4 with ``verify_only=false``. Errors are mapped as above.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -64,23 +71,34 @@ class Verified:
 class VerifierHost(ReplicaHost, Protocol):
     """What the produce path's transaction verification reads of its node."""
 
+AddHere = Callable[[str, int, int, list[TopicPartition]], Awaitable[int]]
+
+
 class TxnVerifier:
-    def __init__(self, broker: VerifierHost, core: TransactionCoordinator) -> None:
+    def __init__(self, broker: VerifierHost, core: TransactionCoordinator,
+                 add_here: AddHere) -> None:
         self.broker = broker
         self.core = core  # this node's transaction coordinator
+        # adds partitions to a transaction this node coordinates, written and
+        # replicated (TransactionCoordinatorService.add_partitions)
+        self._add_here = add_here
         self._peers = PeerChannels(broker, b"odradek-txn-verification")
 
     def close(self) -> None:
         self._peers.close()
 
-    async def verify(self, req: Any) -> dict[TopicPartition, Verified]:
+    async def verify(self, req: Any, add: bool = False) -> dict[TopicPartition, Verified]:
         """Verification of every partition of Produce request ``req`` that needs
-        one asked of a remote coordinator; {} when none does."""
+        one asked of a remote coordinator; {} when none does. With ``add``
+        (Produce v12+ on a cluster at transaction.version 2, KIP-890 part 2)
+        each such partition is added to the transaction instead, by this
+        node's coordinator or the remote one."""
         tid = req.transactional_id
         if not tid:
             return {}
         core = self.core
-        if core.coordinator_error(tid) == E.NONE:
+        local = core.coordinator_error(tid) == E.NONE
+        if local and not add:
             return {}  # this broker is the coordinator: producer_checks asks it
         rm = self.broker.replica_manager
         node_id = self.broker.node_id
@@ -104,7 +122,11 @@ class TxnVerifier:
             tokens = {
                 tp: plog.producer_state.start_verification(producer_id) for tp, plog in logs.items()
             }
-            codes = await self._ask(tid, producer_id, epoch, list(logs), core.partition_for(tid))
+            if add:
+                codes = await self.add(tid, producer_id, epoch, list(logs))
+            else:
+                codes = await self._ask(tid, producer_id, epoch, list(logs),
+                                        core.partition_for(tid))
             for tp, token in tokens.items():
                 code = codes.get(tp, E.COORDINATOR_NOT_AVAILABLE)
                 if code in _RETRIABLE:
@@ -116,6 +138,18 @@ class TxnVerifier:
                 verified[tp] = Verified(code, token if code == E.NONE else None)
         return verified
 
+    async def add(self, tid: str, producer_id: int, epoch: int,
+                  partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Add ``partitions`` to the producer's transaction (transactions v2's
+        implicit add): here when this node coordinates ``tid``, else with
+        AddPartitionsToTxn v4 (``verify_only=false``) to its coordinator. The
+        coordinator's error per partition, unmapped."""
+        if self.core.coordinator_error(tid) == E.NONE:
+            return dict.fromkeys(partitions, await self._add_here(tid, producer_id, epoch,
+                                                                  partitions))
+        return await self._ask(tid, producer_id, epoch, partitions,
+                               self.core.partition_for(tid), verify_only=False)
+
     async def _ask(
         self,
         tid: str,
@@ -123,6 +157,7 @@ class TxnVerifier:
         epoch: int,
         partitions: list[TopicPartition],
         state_partition: int,
+        verify_only: bool = True,
     ) -> dict[TopicPartition, int]:
         failed = dict.fromkeys(partitions, E.COORDINATOR_NOT_AVAILABLE)
         node = self._peers.leader_of(TRANSACTION_STATE_TOPIC, state_partition)
@@ -140,7 +175,7 @@ class TxnVerifier:
                         "transactional_id": tid,
                         "producer_id": producer_id,
                         "producer_epoch": epoch,
-                        "verify_only": True,
+                        "verify_only": verify_only,
                         "topics": [
                             {"name": t, "partitions": ps} for t, ps in by_topic(partitions).items()
                         ],

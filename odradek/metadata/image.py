@@ -102,6 +102,11 @@ class MetadataImage:
     # (user name, mechanism id: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512) -> credential
     scram_credentials: Mapping[tuple[str, int], ScramCredentialImage] = field(
         default_factory=lambda: _EMPTY)
+    # finalized feature levels (FeatureLevelRecord): name -> level >= 1
+    features: Mapping[str, int] = field(default_factory=lambda: _EMPTY)
+
+    def feature_level(self, name: str) -> int:
+        return self.features.get(name, 0)
 
     def topic_configs(self, topic: str) -> Mapping[str, str]:
         return self.configs.get((R.RESOURCE_TOPIC, topic), _EMPTY)
@@ -120,6 +125,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
     next_pid = image.next_producer_id
     quotas: dict[Q.Entity, Mapping[str, float]] | None = None
     acls: dict[str, A.AclBinding] | None = None
+    features: dict[str, int] | None = None
     touched: dict[uuid.UUID, dict[int, PartitionImage]] = {}
 
     for rec in records:
@@ -231,6 +237,13 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
             if scram is None:
                 scram = dict(image.scram_credentials)
             _apply_scram(scram, rec)
+        elif kind == R.FEATURE_LEVEL:
+            if features is None:
+                features = dict(image.features)
+            if rec["feature_level"] > 0:
+                features[rec["name"]] = rec["feature_level"]
+            else:
+                features.pop(rec["name"], None)
 
     if touched:
         assert by_name is not None and by_id is not None
@@ -249,6 +262,7 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
         acls=image.acls if acls is None else MappingProxyType(acls),
         scram_credentials=(image.scram_credentials if scram is None
                            else MappingProxyType(scram)),
+        features=image.features if features is None else MappingProxyType(features),
     )
 
 
@@ -293,7 +307,8 @@ def records_of(image: MetadataImage) -> list[R.MetadataRecord]:
     """Records whose replay onto an empty image gives `image` back (offset
     aside): what a metadata snapshot holds. `apply(MetadataImage(),
     records_of(image), image.offset) == image`."""
-    out: list[R.MetadataRecord] = []
+    out: list[R.MetadataRecord] = [
+        R.feature_level_record(name, level) for name, level in sorted(image.features.items())]
     for broker in sorted(image.brokers.values(), key=lambda b: b.node_id):
         rec = R.register_broker_record(
             broker.node_id,

@@ -5,7 +5,7 @@ v2 like any partition) and replayed into the image. In this version each
 record value is UTF-8 JSON with a `type` field naming the record; the names and
 fields follow Kafka's metadata record schemas (TopicRecord, PartitionRecord,
 ConfigRecord, RemoveTopicRecord, RegisterBrokerRecord, ProducerIdsRecord,
-PartitionChangeRecord). odradek differs from Kafka here: Kafka encodes these
+PartitionChangeRecord, FeatureLevelRecord). odradek differs from Kafka here: Kafka encodes these
 records with its own binary schemas, so `kafka-metadata-shell` cannot read
 odradek's metadata log.
 """
@@ -42,6 +42,15 @@ KNOWN_TYPES = frozenset(
 ACCESS_CONTROL_ENTRY = "AccessControlEntryRecord"
 REMOVE_ACCESS_CONTROL_ENTRY = "RemoveAccessControlEntryRecord"
 KNOWN_TYPES |= {ACCESS_CONTROL_ENTRY, REMOVE_ACCESS_CONTROL_ENTRY}
+
+# Finalized feature levels (Kafka's FeatureLevelRecord; metadata/features.py).
+# Level 0 removes the feature.
+FEATURE_LEVEL = "FeatureLevelRecord"
+KNOWN_TYPES |= {FEATURE_LEVEL}
+
+
+def feature_level_record(name: str, level: int) -> dict[str, Any]:
+    return {"type": FEATURE_LEVEL, "name": name, "feature_level": level}
 
 
 def access_control_entry_record(acl_id: str, resource_type: int, resource_name: str,

@@ -79,6 +79,7 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
+    UPDATE_FEATURES = 57
     # Controller APIs (KRaft): answered only on a controller's listeners.
     VOTE = 52
     BEGIN_QUORUM_EPOCH = 53
@@ -94,7 +95,10 @@ class ApiKey(IntEnum):
 
 # api_key -> (min_version, max_version) that odradek answers.
 SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
-    ApiKey.PRODUCE: (3, 11),
+    # v12: transactions v2 (KIP-890 part 2), the partitions of a transaction
+    # are added implicitly when the cluster is at transaction.version 2;
+    # v13 names topics by id (KIP-516, Kafka 4.1)
+    ApiKey.PRODUCE: (3, 13),
     # v17 (KIP-853's replica directory id) and v18 (the follower's high watermark)
     # add tagged request fields only KRaft's own fetches use: ignored, as Kafka's
     # broker does for consumer and follower fetches
@@ -134,14 +138,15 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
-    # Transactions (KIP-98, KIP-890 part 1). The next versions of these APIs
-    # add TRANSACTION_ABORTABLE and transaction version 2 (KIP-890 part 2),
-    # which odradek does not implement.
+    # Transactions (KIP-98, KIP-890). EndTxn v4 and TxnOffsetCommit v4 let the
+    # answer carry TRANSACTION_ABORTABLE (odradek never answers it); their v5
+    # are transactions v2 (with transaction.version 2: the epoch bump, the
+    # implicit add of the group's partition; coordinator/transaction.py).
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
-    ApiKey.END_TXN: (0, 3),
+    ApiKey.END_TXN: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
-    ApiKey.TXN_OFFSET_COMMIT: (0, 3),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 5),  # v5: the implicit add of transactions v2
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.LIST_TRANSACTIONS: (0, 2),
@@ -155,6 +160,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_QUORUM: (0, 2),
+    # finalized feature levels (KIP-584; metadata/features.py)
+    ApiKey.UPDATE_FEATURES: (0, 2),
 }
 
 

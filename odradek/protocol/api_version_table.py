@@ -28,18 +28,15 @@ _TXN_V2 = "transactions v2 (KIP-890 part 2): not built"
 _SHARE = "share groups (KIP-932): not built"
 _VOTERS = "dynamic controller voters (KIP-853): not built"
 NOTES: dict[int, str] = {
-    0: "v12 is transactions v2 (KIP-890 part 2), v13 names topics by id: not built",
     2: "v9-v11 answer tiered-storage offsets (earliest-local, latest-tiered, "
        "earliest pending upload): not built",
     22: "v5 is transactions v2, v6 two-phase commit (KIP-939): not built",
     24: "v5 adds TRANSACTION_ABORTABLE with " + _TXN_V2,
     25: "v4 adds TRANSACTION_ABORTABLE with " + _TXN_V2,
-    26: "v4 adds TRANSACTION_ABORTABLE, v5 is " + _TXN_V2,
     27: "v2 carries each marker's transaction version: " + _TXN_V2,
-    28: "v4 adds TRANSACTION_ABORTABLE, v5 is " + _TXN_V2,
     38: "delegation tokens: not built", 39: "delegation tokens: not built",
     40: "delegation tokens: not built", 41: "delegation tokens: not built",
-    56: "controller listener", 57: "feature updates (UpdateFeatures): not built",
+    56: "controller listener", 57: "feature levels: transaction.version only",
     53: "controller listener", 54: "controller listener", 52: "controller listener",
     59: "controller listener", 62: "controller listener", 67: "controller listener",
     73: "controller listener", 58: "controller listener (forwarded admin requests)",

@@ -35,8 +35,13 @@ def _requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
                               "include_cluster_authorized_operations": False,
                               "include_topic_authorized_operations": False},
         api.ApiKey.PRODUCE: {"transactional_id": None, "acks": 1, "timeout": 5000,
-                             "topic_data": [{"name": topic, "partition_data": [
-                                 {"index": 0, "records": batch}]}]},
+                             "topic_data": [{"name": topic, "topic_id": topic_id,  # v13
+                                             "partition_data": [
+                                                 {"index": 0, "records": batch}]}]},
+        # level 0 stays 0: nothing changes (v1+ only validate)
+        api.ApiKey.UPDATE_FEATURES: {"timeout": 5000, "validate_only": True, "feature_updates": [
+            {"feature": "transaction.version", "max_version_level": 0, "upgrade_type": 1,
+             "allow_downgrade": False}]},
         api.ApiKey.FETCH: {"cluster_id": None, "replica_id": -1,
                            "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
                            "isolation_level": 0, "session_id": 0, "session_epoch": -1,

@@ -148,3 +148,65 @@ def test_kip890_a_leader_verifies_a_txn_write_with_the_coordinator_on_another_br
     assert sorted(got) == [b"v0", b"v1"]
     # The marker closed it: the next write must be verified again, and is refused.
     assert produce(2)[0] == INVALID_TXN_STATE
+
+
+def test_transactions_v2_a_leader_adds_its_partition_with_the_coordinator_on_another_broker(
+        cluster: ClusterProcesses, topic_name: str) -> None:
+    """KIP-890 part 2 across brokers: transaction.version 2 set through any broker
+    reaches every broker; a Produce v12 to a leader that is not the coordinator
+    adds the partition remotely (AddPartitionsToTxn v4, verify_only=false)."""
+    from odradek.protocol import api
+    from odradek.protocol.records import Record, build_batch
+
+    cluster.create_topic(topic_name, 3, 1)
+    leaders = {p: v.leader for p, v in cluster.partitions(topic_name).items()}
+    tid = "tx-v2-remote"
+    update = call(cluster.brokers[1].bootstrap, api.ApiKey.UPDATE_FEATURES, 1, {
+        "timeout": 30000, "feature_updates": [
+            {"feature": "transaction.version", "max_version_level": 2, "upgrade_type": 1}]})
+    assert [r.error_code.value for r in update.results] == [0]
+
+    def find() -> tuple[int, int]:
+        c = call(cluster.brokers[1].bootstrap, api.ApiKey.FIND_COORDINATOR, 4,
+                 {"key_type": 1, "coordinator_keys": [tid]}).coordinators[0]
+        return c.error_code.value, c.node_id
+
+    coordinator = _until_ok(find, "FindCoordinator")
+    partition = next(p for p, leader in leaders.items() if leader != coordinator)
+    at_leader = cluster.brokers[leaders[partition]].bootstrap
+    at_coordinator = cluster.brokers[coordinator].bootstrap
+
+    def finalized() -> tuple[int, None]:
+        r = call(at_leader, api.ApiKey.API_VERSIONS, 3, {
+            "client_software_name": "t", "client_software_version": "1"})
+        levels = {f.name: f.max_version_level for f in r.finalized_features}
+        return (0 if levels.get("transaction.version") == 2 else 15), None
+
+    _until_ok(finalized, "transaction.version 2 at the leader")
+
+    def init() -> tuple[int, tuple[int, int]]:
+        r = call(at_coordinator, api.ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": tid, "transaction_timeout": 60000,
+            "producer_id": -1, "producer_epoch": -1})
+        return r.error_code.value, (r.producer_id, r.producer_epoch)
+
+    pid, epoch = _until_ok(init, "InitProducerId")
+
+    def produce(producer_epoch: int, seq: int) -> int:
+        batch = build_batch([Record(offset=-1, timestamp=1_700_000_000_000, value=b"v%d" % seq)],
+                            producer_id=pid, producer_epoch=producer_epoch, base_sequence=seq,
+                            is_transactional=True)
+        r = call(at_leader, api.ApiKey.PRODUCE, 12, {
+            "transactional_id": tid, "acks": -1, "timeout": 10000,
+            "topic_data": [{"name": topic_name,
+                            "partition_data": [{"index": partition, "records": batch}]}]})
+        return r.responses[0].partition_responses[0].error_code.value
+
+    assert produce(epoch, 0) == 0  # no AddPartitionsToTxn: added by the leader
+    assert produce(epoch, 1) == 0
+    end = call(at_coordinator, api.ApiKey.END_TXN, 5, {
+        "transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "committed": True})
+    assert (end.error_code.value, end.producer_id, end.producer_epoch) == (0, pid, epoch + 1)
+    got = read_values(cluster.bootstrap, topic_name, 3, "read_committed", expect=2, timeout_s=30)
+    assert sorted(got) == [b"v0", b"v1"]
+    assert produce(epoch, 2) == 47  # INVALID_PRODUCER_EPOCH: the marker carried epoch + 1

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
+from dataclasses import dataclass
 from typing import Any
 
+from ...metadata import features as F
 from ...protocol import errors as E
 from ...protocol.entities import ms
 from ...protocol.record_scan import check_records
@@ -87,7 +90,35 @@ def _keyless_record_error(keyless: list[int], topic: str, index: int) -> dict[st
     return answer
 
 
+@dataclass(frozen=True, slots=True)
+class _NamedTopic:
+    name: str | None  # None: no topic has the id (answered UNKNOWN_TOPIC_ID)
+    topic_id: uuid.UUID | None
+    partition_data: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _NamedRequest:
+    transactional_id: str | None
+    acks: int
+    timeout: Any
+    topic_data: tuple[_NamedTopic, ...]
+
+
+def _by_name(req: Any, image: Any) -> _NamedRequest:
+    """Produce v13 names topics by id (KIP-516): the request with each topic's
+    name from the metadata image, so the rest of the handler reads names."""
+    topics = []
+    for t in req.topic_data:
+        found = image.topics_by_id.get(t.topic_id) if t.topic_id is not None else None
+        topics.append(_NamedTopic(found.name if found is not None else None, t.topic_id,
+                                  t.partition_data))
+    return _NamedRequest(req.transactional_id, req.acks, req.timeout, tuple(topics))
+
+
 async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+    if ctx.api_version >= 13:
+        req = _by_name(req, broker.image)
     acks = req.acks
     rm = broker.replica_manager
     node_id = broker.node_id
@@ -103,14 +134,20 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
     txn_denied = req.transactional_id is not None and not ctx.authorize(
         Op.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id)
     writable = set() if txn_denied else authz.topics_allowed(
-        ctx, Op.WRITE, [t.name for t in req.topic_data])
-    verified = (await broker.txn_coordinator.verifier.verify(req)
+        ctx, Op.WRITE, [t.name for t in req.topic_data if t.name is not None])
+    # Transactions v2 (KIP-890 part 2): Produce v12+ adds the partitions itself.
+    implicit_add = (ctx.api_version >= 12 and broker.image.feature_level(
+        F.TRANSACTION_VERSION) >= F.TV2)
+    verified = (await broker.txn_coordinator.verifier.verify(req, implicit_add)
                 if req.transactional_id and not txn_denied else {})
     for topic in req.topic_data:
         name = topic.name
         parts = []
         for pd in topic.partition_data:
             index = pd.index
+            if name is None:
+                parts.append(_partition_error(index, E.UNKNOWN_TOPIC_ID))
+                continue
             if txn_denied:
                 parts.append(_partition_error(index, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))
                 continue
@@ -230,7 +267,8 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                 flushes.append((answer, rm.log_manager.flusher.request_flush(plog)))
             if acks == -1 and plog.high_watermark <= info.last_offset:
                 replicated.append((answer, part, info.last_offset + 1))
-        responses.append({"name": name, "partition_responses": parts})
+        responses.append({"name": name, "topic_id": getattr(topic, "topic_id", None),
+                          "partition_responses": parts})
     for answer, flushed in flushes:
         try:
             await flushed

@@ -20,13 +20,14 @@ from ...coordinator.replicated import OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.transaction import TxnOut
 from ...coordinator.transaction_service import TransactionCoordinatorService
 from ...coordinator.txn_markers import advance_high_watermark, write_markers
+from ...metadata import features as F
 from ...protocol import errors as E
 from ...protocol import records as batches
 from ...protocol.entities import ms
 from ...security.resources import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import RequestContext
-from . import authz
 from ..services import TxnServices
+from . import authz
 
 
 def _service(broker: TxnServices) -> TransactionCoordinatorService:
@@ -140,6 +141,11 @@ async def handle_add_offsets_to_txn(broker: TxnServices, ctx: RequestContext, re
     return {"error_code": code}
 
 
+# the transaction coordinator's conditions a TxnOffsetCommit v5 client retries on
+_COORDINATOR_BUSY = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE,
+                               E.CONCURRENT_TRANSACTIONS})
+
+
 async def handle_txn_offset_commit(broker: TxnServices, ctx: RequestContext, req: Any
                                    ) -> dict[str, Any]:
     groups = broker.group_coordinator
@@ -156,13 +162,20 @@ async def handle_txn_offset_commit(broker: TxnServices, ctx: RequestContext, req
     if code == E.NONE and generation >= 0:
         code = core._validate_commit(req.group_id, getattr(req, "member_id", ""),
                                      getattr(req, "group_instance_id", None), generation, 9, now)
-    if code == E.NONE:
+    offsets_tp = (OFFSETS_TOPIC, core.partition_for(req.group_id))
+    if code == E.NONE and ctx.api_version >= 5 and broker.image.feature_level(
+            F.TRANSACTION_VERSION) >= F.TV2:
+        # Transactions v2: TxnOffsetCommit v5 adds the group's partition itself
+        # (no AddOffsetsToTxn), with this node's or a remote transaction coordinator.
+        added = await _service(broker).verifier.add(
+            req.transactional_id, req.producer_id, req.producer_epoch, [offsets_tp])
+        code = added[offsets_tp]
+        if code in _COORDINATOR_BUSY:
+            code = E.COORDINATOR_LOAD_IN_PROGRESS  # retried; not the group's coordinator
+    elif code == E.NONE:
         # The producer must have added the group's partition (AddOffsetsToTxn).
         code = _service(broker).core.verify_partition(
-            req.transactional_id, req.producer_id, req.producer_epoch,
-            (OFFSETS_TOPIC, core.partition_for(req.group_id)))
-        if code == E.INVALID_TXN_STATE:
-            code = E.INVALID_TXN_STATE
+            req.transactional_id, req.producer_id, req.producer_epoch, offsets_tp)
     if code == E.NONE:
         # acks=all: below min.insync.replicas nothing is written.
         code = mapped(OFFSET_COMMIT_ERRORS, groups.write_refused(req.group_id))
@@ -228,15 +241,11 @@ def _append_txn_offsets(broker: TxnServices, partition: int, pid: int, epoch: in
 async def handle_end_txn(broker: TxnServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     if not _may_write_txn(ctx, req.transactional_id):
         return {"error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
-    service = _service(broker)
-    out = TxnOut()
-    code = service.write_refused(req.transactional_id)
-    if code == E.NONE:
-        code = service.core.end_txn(req.transactional_id, req.producer_id,
-                                    req.producer_epoch, req.committed, _now(), out)
-    if code == E.NONE:
-        code = await service.apply(out, req.transactional_id)
-    return {"error_code": code}
+    # transactions v2 (KIP-890 part 2): EndTxn v5 on a cluster at transaction.version 2
+    bump = ctx.api_version >= 5 and broker.image.feature_level(F.TRANSACTION_VERSION) >= F.TV2
+    code, pid, epoch = await _service(broker).end_txn(
+        req.transactional_id, req.producer_id, req.producer_epoch, req.committed, bump)
+    return {"error_code": code, "producer_id": pid, "producer_epoch": epoch}  # v5+
 
 
 async def handle_write_txn_markers(broker: TxnServices, ctx: RequestContext, req: Any
