@@ -458,7 +458,11 @@ def test_stable_group_survives_a_broker_restart_without_rebalance(
     try:
         create_topic(proc.bootstrap, topic_name, 4)
         for name in ("c1", "c2"):
-            m.add(name, ck_member(proc.bootstrap, group), [topic_name])
+            # a restart on a loaded machine (stop, start, load the group) can take
+            # longer than the helpers' 6 s session: this test is about the restart
+            # itself not causing a rebalance, so the session outlasts it
+            m.add(name, ck_member(proc.bootstrap, group, **{"session.timeout.ms": 30000}),
+                  [topic_name])
         m.poll_until(lambda: m.balanced(4), desc="2-way split")
         before, calls = m.assignments(), dict(m.assign_calls)
         proc.restart()  # the group metadata record brings members and generation back
