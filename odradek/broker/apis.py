@@ -43,6 +43,7 @@ from .handlers import (
     reassignment,
     sasl,
     scram,
+    share_groups,
     txn,
 )
 from .handlers import fetch as fetch_handlers
@@ -241,6 +242,15 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _group(Op.READ, "group_id"), _topic(Op.DESCRIBE, "subscribed_topic_names[]"))),
     ApiSpec(K.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe, (
         _group(Op.DESCRIBE, "group_ids[]"),)),
+    # -- share groups (KIP-932) -----------------------------------------------------------
+    ApiSpec(K.SHARE_GROUP_HEARTBEAT, share_groups.handle_share_group_heartbeat, (
+        _group(Op.READ, "group_id"), _topic(Op.DESCRIBE, "subscribed_topic_names[]"))),
+    ApiSpec(K.SHARE_GROUP_DESCRIBE, share_groups.handle_share_group_describe, (
+        _group(Op.DESCRIBE, "group_ids[]"),)),
+    ApiSpec(K.SHARE_FETCH, share_groups.handle_share_fetch, (
+        _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].topic_id"))),
+    ApiSpec(K.SHARE_ACKNOWLEDGE, share_groups.handle_share_acknowledge, (
+        _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].topic_id"))),
     # -- producers and transactions -------------------------------------------------------
     ApiSpec(K.INIT_PRODUCER_ID, producer_id.handle_init_producer_id, (
         _txn_id(Op.WRITE),

@@ -69,6 +69,10 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     DESCRIBE_TRANSACTIONS = 65
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76  # KIP-932 share groups
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
     LIST_CONFIG_RESOURCES = 74  # KIP-1142 (v0 was ListClientMetricsResources)
     ELECT_LEADERS = 43
     DESCRIBE_ACLS = 29
@@ -131,6 +135,11 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # Share groups (KIP-932) as Kafka 4.1 serves them: v1 (v0 was early access)
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
     # Transactions (KIP-98, KIP-890 part 1). The next versions of these APIs
     # add TRANSACTION_ABORTABLE and transaction version 2 (KIP-890 part 2),
     # which odradek does not implement.

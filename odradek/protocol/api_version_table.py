@@ -26,6 +26,9 @@ END = "<!-- api-version-table: end -->"
 
 _TXN_V2 = "transactions v2 (KIP-890 part 2): not built"
 _SHARE = "share groups (KIP-932): not built"
+_SHARE_STATE = ("the share coordinator's state APIs (KIP-932): not built; share-partition "
+                "state is kept by the partition leader (docs/share_groups.md)")
+_RENEW = "v2 (renew acknowledgements and acquire modes, Kafka 4.2): not built"
 _VOTERS = "dynamic controller voters (KIP-853): not built"
 NOTES: dict[int, str] = {
     0: "v12 is transactions v2 (KIP-890 part 2), v13 names topics by id: not built",
@@ -49,8 +52,8 @@ NOTES: dict[int, str] = {
     64: "unregistering a broker: not built",
     70: "controller registration (KIP-919): not built",
     71: "client telemetry (KIP-714): not built", 72: "client telemetry (KIP-714): not built",
-    76: _SHARE, 77: _SHARE, 78: _SHARE, 79: _SHARE, 83: _SHARE, 84: _SHARE, 85: _SHARE,
-    86: _SHARE, 87: _SHARE, 90: _SHARE, 91: _SHARE, 92: _SHARE,
+    78: _RENEW, 79: _RENEW, 83: _SHARE_STATE, 84: _SHARE_STATE, 85: _SHARE_STATE,
+    86: _SHARE_STATE, 87: _SHARE_STATE, 90: _SHARE, 91: _SHARE, 92: _SHARE,
     80: _VOTERS, 81: _VOTERS, 82: _VOTERS,
     88: "streams groups (KIP-1071): not built", 89: "streams groups (KIP-1071): not built",
 }

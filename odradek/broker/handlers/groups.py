@@ -542,9 +542,12 @@ async def handle_list_groups(broker: GroupServices, ctx: RequestContext, req: An
     service = _service(broker)
     states = {s.lower() for s in getattr(req, "states_filter", ())}
     types = {t.lower() for t in getattr(req, "types_filter", ())}
+    listed = service.core.list_groups() + [  # KIP-932 share groups, of the loaded partitions
+        g for g in service.share_groups.list_groups()
+        if service.core.coordinator_error(g["group_id"]) == E.NONE]
     groups = [
         g
-        for g in service.core.list_groups()
+        for g in listed
         if (not states or g["group_state"].lower() in states)
         and (not types or g["group_type"] in types)
     ]
