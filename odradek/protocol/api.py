@@ -73,6 +73,9 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
     LIST_CONFIG_RESOURCES = 74  # KIP-1142 (v0 was ListClientMetricsResources)
     ELECT_LEADERS = 43
     DESCRIBE_ACLS = 29
@@ -140,6 +143,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     # Transactions (KIP-98, KIP-890 part 1). The next versions of these APIs
     # add TRANSACTION_ABORTABLE and transaction version 2 (KIP-890 part 2),
     # which odradek does not implement.

@@ -352,3 +352,50 @@ def test_share_fetch_session_and_acknowledgement_errors(broker: BrokerProcess) -
         r = _share_fetch(w, group, member, 0, topic_id, max_wait_ms=5000)
         assert [(a.first_offset, a.last_offset, a.delivery_count)
                 for a in r.responses[0].partitions[0].acquired_records] == [(5, 9, 2)]
+
+
+def test_describe_alter_delete_share_group_offsets(broker: BrokerProcess) -> None:
+    topic = "share-offsets"
+    create_topic(broker.bootstrap, topic, 1)
+    group = _new_group(broker.bootstrap)
+    _produce(broker.bootstrap, topic, 20)
+    c = _consumer(broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    got = _poll(c, 20)
+    for m in got:
+        c.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 12 else AcknowledgeType.RELEASE)
+    assert all(err is None for err in c.commit_sync(30).values())
+
+    def describe(topics: list[dict[str, Any]] | None) -> Any:
+        with Wire(broker.bootstrap) as w:
+            return kio_call(w, K.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {
+                "groups": [{"group_id": group, "topics": topics}]}).groups[0]
+
+    d = describe(None)  # every topic the group has state for
+    part = d.topics[0].partitions[0]
+    assert (d.error_code.value, d.topics[0].topic_name) == (0, topic)
+    assert (part.start_offset, part.lag) == (12, 8)
+    with Wire(broker.bootstrap) as w:
+        busy = kio_call(w, K.ALTER_SHARE_GROUP_OFFSETS, 0, {
+            "group_id": group, "topics": [{"topic_name": topic, "partitions": [
+                {"partition_index": 0, "start_offset": 5}]}]})
+    assert busy.error_code.value == 68  # NON_EMPTY_GROUP: a member is still in it
+    c.close()
+    with Wire(broker.bootstrap) as w:
+        altered = kio_call(w, K.ALTER_SHARE_GROUP_OFFSETS, 0, {
+            "group_id": group, "topics": [{"topic_name": topic, "partitions": [
+                {"partition_index": 0, "start_offset": 5}]}]})
+    assert altered.error_code.value == 0
+    assert altered.responses[0].partitions[0].error_code.value == 0
+    part = describe([{"topic_name": topic, "partitions": [0]}]).topics[0].partitions[0]
+    assert (part.start_offset, part.lag) == (5, 15)
+    # a new member starts at the altered offset, first deliveries again
+    c2 = _consumer(broker.bootstrap, group, topic)
+    again = _poll(c2, 15)
+    assert sorted((m.offset(), m.delivery_count()) for m in again) == [
+        (o, 1) for o in range(5, 20)]
+    c2.close()
+    with Wire(broker.bootstrap) as w:
+        deleted = kio_call(w, K.DELETE_SHARE_GROUP_OFFSETS, 0, {
+            "group_id": group, "topics": [{"topic_name": topic}]})
+    assert (deleted.error_code.value, deleted.responses[0].error_code.value) == (0, 0)
+    assert describe(None).topics == ()
