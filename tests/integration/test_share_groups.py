@@ -399,3 +399,35 @@ def test_describe_alter_delete_share_group_offsets(broker: BrokerProcess) -> Non
             "group_id": group, "topics": [{"topic_name": topic}]})
     assert (deleted.error_code.value, deleted.responses[0].error_code.value) == (0, 0)
     assert describe(None).topics == ()
+
+
+def test_cli_lists_and_describes_a_share_group(broker: BrokerProcess) -> None:
+    from tests.integration.test_groups_cli import odradek, rows
+
+    topic = "share-cli"
+    create_topic(broker.bootstrap, topic, 2)
+    group = _new_group(broker.bootstrap)
+    _produce(broker.bootstrap, topic, 10, partitions=2)
+    c = _consumer(broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
+    got = _poll(c, 10)
+    for m in got:
+        c.acknowledge(m, AcknowledgeType.ACCEPT if m.offset() < 3 else AcknowledgeType.RELEASE)
+    assert all(err is None for err in c.commit_sync(30).values())
+    try:
+        listed = odradek(broker.bootstrap, "list")
+        assert listed.returncode == 0, listed.stderr
+        assert [group, "Stable"] in [r[:2] for r in rows(listed.stdout)]
+        offsets = odradek(broker.bootstrap, "describe-share", group)
+        assert offsets.returncode == 0, offsets.stderr
+        assert rows(offsets.stdout) == [[group, topic, "0", "3", "2"],
+                                        [group, topic, "1", "3", "2"]]
+        members = odradek(broker.bootstrap, "describe-share", group, "--members")
+        assert members.returncode == 0, members.stderr
+        (row,) = rows(members.stdout)
+        assert row[-2:] == ["2", f"{topic}(0,1)"]
+        state = odradek(broker.bootstrap, "describe-share", group, "--state")
+        assert rows(state.stdout)[0][-2:] == ["Stable", "1"]
+    finally:
+        c.close()
+    missing = odradek(broker.bootstrap, "describe-share", "no-such-share-group")
+    assert missing.returncode == 1 and "does not exist" in missing.stderr
