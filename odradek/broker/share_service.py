@@ -38,7 +38,8 @@ class ShareService:
         self.config = config
         self._image = image
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
-        self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"))
+        self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"),
+                                          config.get("group.share.session.timeout.ms"))
         store = ShareStateStore(log_dir / DIR_NAME) if log_dir is not None else None
         self.partitions = SharePartitionManager(store, self.limits)
 

@@ -9,12 +9,17 @@ INVALID_SHARE_SESSION_EPOCH when the epoch is not the next) and moves it on.
 The session holds the partitions the member fetches: a request adds its
 topics' partitions and removes its forgotten ones. At most
 `group.share.max.share.sessions` sessions; partitions per session are bounded
-by the request guard and MAX_SESSION_PARTITIONS.
+by the request guard and MAX_SESSION_PARTITIONS. A session unused for
+`idle_ms` (the share session timeout: its member is gone from the group by then)
+is evicted when a new one needs its place; the records its member held are
+released by their acquisition locks.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 INITIAL_EPOCH = 0
@@ -33,6 +38,7 @@ TopicPartition = tuple[uuid.UUID, int]
 class ShareSession:
     key: SessionKey
     epoch: int = 1  # the epoch the next request must carry
+    last_used_ms: int = 0
     partitions: dict[TopicPartition, None] = field(default_factory=dict)  # ordered set
 
 
@@ -43,17 +49,29 @@ class SessionError(Exception):
         self.message = message
 
 
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
 class ShareSessionCache:
-    def __init__(self, max_sessions: int) -> None:
+    def __init__(self, max_sessions: int, idle_ms: int = 45_000,
+                 clock_ms: Callable[[], int] = _monotonic_ms) -> None:
         self.max_sessions = max_sessions
+        self.idle_ms = idle_ms
+        self.clock_ms = clock_ms
         self.sessions: dict[SessionKey, ShareSession] = {}
 
     def open(self, key: SessionKey) -> ShareSession:
         self.sessions.pop(key, None)
+        now = self.clock_ms()
+        if len(self.sessions) >= self.max_sessions:
+            for k in [k for k, s in self.sessions.items()
+                      if now - s.last_used_ms >= self.idle_ms]:
+                del self.sessions[k]
         if len(self.sessions) >= self.max_sessions:
             raise SessionError(SHARE_SESSION_LIMIT_REACHED,
                                "The limit of share sessions has been reached.")
-        session = self.sessions[key] = ShareSession(key)
+        session = self.sessions[key] = ShareSession(key, last_used_ms=now)
         return session
 
     def lookup(self, key: SessionKey, epoch: int) -> ShareSession:
@@ -62,6 +80,7 @@ class ShareSessionCache:
         if session is None:
             raise SessionError(SHARE_SESSION_NOT_FOUND,
                                f"Share session not found for member {key[1]}.")
+        session.last_used_ms = self.clock_ms()
         if epoch == FINAL_EPOCH:
             return session
         if epoch != session.epoch:
