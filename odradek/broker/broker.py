@@ -192,6 +192,7 @@ class Broker:
         # and their durable state in the first log dir (share_state_store.py)
         self.share = ShareService(config, self.log_dirs[0] if self.log_dirs else None,
                                   lambda: self.image)
+        self.group_coordinator.share_groups.departure_listeners.append(self.share.member_left)
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their
         # services, each family seeing it through its own Protocol (services.py).

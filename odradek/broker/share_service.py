@@ -55,6 +55,12 @@ class ShareService:
             delivery_count_limit=self.config.get("group.share.delivery.count.limit"),
             max_in_flight=self.config.get("group.share.partition.max.record.locks"))
 
+    def member_left(self, group: str, member_id: str) -> None:
+        """The coordinator removed a member whose heartbeats stopped: its share
+        session here ends and the records it held are available again."""
+        self.sessions.close((group, member_id))
+        self.partitions.release_member(group, member_id)
+
     def limits(self, group: str) -> ShareLimits:
         s = self.group_config(group)
         return ShareLimits(s.lock_duration_ms, s.delivery_count_limit, s.max_in_flight)

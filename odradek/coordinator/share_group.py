@@ -30,7 +30,7 @@ partitions (share_state_store.py).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,6 +123,13 @@ class ShareGroups:
         self.config = config or ShareGroupConfig()
         self.group_configs: dict[str, ShareGroupConfig] = {}  # per-group overrides
         self.groups: dict[str, ShareGroup] = {}
+        # told (group, member) when a member's session times out: the node's share
+        # partitions release what it held at once (else its locks run out)
+        self.departure_listeners: list[Callable[[str, str], None]] = []
+
+    def _departed(self, group_id: str, member_id: str) -> None:
+        for listener in self.departure_listeners:
+            listener(group_id, member_id)
 
     def _config(self, group_id: str) -> ShareGroupConfig:
         return self.group_configs.get(group_id, self.config)
@@ -137,6 +144,7 @@ class ShareGroups:
             for m in dead:
                 del group.members[m.member_id]
                 gone.append((group.group_id, m.member_id))
+                self._departed(group.group_id, m.member_id)
             if dead:
                 group.group_epoch += 1
                 self._assign(group, topics)
@@ -155,6 +163,8 @@ class ShareGroups:
             del group.members[hb.member_id]
             group.group_epoch += 1
             self._assign(group, topics)
+            # not _departed: a leaving member's last acknowledgements may still be on
+            # their way to the leaders; its final ShareAcknowledge closes its sessions
             return {"error_code": E.NONE, "error_message": None, "member_id": hb.member_id,
                     "member_epoch": LEAVE_EPOCH, "heartbeat_interval": 0,
                     "assignment": None}

@@ -119,6 +119,7 @@ def test_two_share_consumers_read_every_record_once(broker: BrokerProcess) -> No
     assert not a & b  # implicit acknowledgement: no record delivered twice
     assert len(seen["a"]) + len(seen["b"]) == n
     assert all(count == 1 for _, count in seen["a"] + seen["b"])
+    assert seen["a"] and seen["b"], "both members were fetching when the records came"
 
 
 def test_release_reject_and_unacknowledged_records_are_redelivered(

@@ -45,6 +45,8 @@ def test_assignor_shares_partitions_only_when_members_outnumber_them() -> None:
 
 def test_epochs_fencing_leave_and_session_timeout() -> None:
     groups = ShareGroups(ShareGroupConfig(session_timeout_ms=1000, heartbeat_interval_ms=100))
+    told: list[tuple[str, str]] = []
+    groups.departure_listeners.append(lambda g, m: told.append((g, m)))
     first = groups.heartbeat("g", hb("m1", 0, ("a",)), TOPICS, now_ms=0)
     assert first["error_code"] == 0 and first["assignment"] is not None
     e1 = first["member_epoch"]
@@ -60,11 +62,13 @@ def test_epochs_fencing_leave_and_session_timeout() -> None:
     # m2 stops heartbeating: gone after the session timeout, m1 gets everything
     groups.expire(now_ms=1250, topics=TOPICS)
     assert list(groups.groups["g"].members) == ["m1"]
+    assert told == [("g", "m2")]  # the node's leaders release m2's records
     again = groups.heartbeat("g", hb("m1", moved["member_epoch"]), TOPICS, now_ms=1250)
     parts = again["assignment"]["topic_partitions"][0]["partitions"]
     assert parts == [0, 1, 2]
     left = groups.heartbeat("g", hb("m1", -1), TOPICS, now_ms=1400)
     assert left["member_epoch"] == -1
+    assert told == [("g", "m2")]  # a member that leaves closes its own share sessions
     assert groups.describe("g", {})["group_state"] == "Empty"
     assert groups.describe("nope", {})["error_code"] == 69
 
