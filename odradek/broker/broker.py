@@ -290,6 +290,7 @@ class Broker:
         if self.replica_manager.pending_assignments:
             self.dir_reports.assignments_due()
         self.group_coordinator.start()
+        self.quorum.listeners.append(self.share.on_metadata)
         self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..config import BrokerConfig
 from ..configdef import ConfigError
@@ -54,6 +55,13 @@ class ShareService:
             lock_duration_ms=values[SHARE_LOCK_DURATION],
             delivery_count_limit=self.config.get("group.share.delivery.count.limit"),
             max_in_flight=self.config.get("group.share.partition.max.record.locks"))
+
+    def on_metadata(self, old: MetadataImage, new: MetadataImage, records: Any) -> None:
+        """A deleted topic takes the share groups' state of its partitions with it."""
+        if old.topics_by_id is new.topics_by_id:
+            return
+        for topic_id in old.topics_by_id.keys() - new.topics_by_id.keys():
+            self.partitions.topic_deleted(topic_id)
 
     def member_left(self, group: str, member_id: str) -> None:
         """The coordinator removed a member whose heartbeats stopped: its share

@@ -94,5 +94,8 @@ class SharePartitionManager:
             self.store.delete(key)
 
     def topic_deleted(self, topic_id: uuid.UUID) -> None:
-        for key in [k for k in self.partitions if k[1] == topic_id]:
+        keys = {k for k in self.partitions if k[1] == topic_id}
+        if self.store is not None:
+            keys.update(k for k in self.store.stored() if k[1] == topic_id)
+        for key in keys:
             self.forget(key)

@@ -432,3 +432,44 @@ def test_cli_lists_and_describes_a_share_group(broker: BrokerProcess) -> None:
         c.close()
     missing = odradek(broker.bootstrap, "describe-share", "no-such-share-group")
     assert missing.returncode == 1 and "does not exist" in missing.stderr
+
+
+_HOLDER = """
+import sys
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2],
+                   "share.acknowledgement.mode": "explicit"})
+c.subscribe([sys.argv[3]])
+got = 0
+while got < int(sys.argv[4]):
+    got += sum(1 for m in c.poll(0.5) if m.error() is None)
+print("held", got, flush=True)
+sys.stdin.read()  # holds its records, unacknowledged, until killed
+"""
+
+
+def test_records_of_a_killed_consumer_are_redelivered(broker: BrokerProcess) -> None:
+    import subprocess
+    import sys
+
+    topic = "share-killed"
+    create_topic(broker.bootstrap, topic, 1)
+    group = _new_group(broker.bootstrap, lock_ms=3000)
+    _produce(broker.bootstrap, topic, 8)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER, broker.bootstrap, group, topic, "8"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "held 8"
+        holder.kill()  # SIGKILL: no acknowledgement, no share session close, no leave
+        holder.wait(10)
+        other = _consumer(broker.bootstrap, group, topic)
+        again = _poll(other, 8)
+        other.close()
+        assert sorted((m.offset(), m.delivery_count()) for m in again) == [
+            (o, 2) for o in range(8)]
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(10)

@@ -100,3 +100,16 @@ def test_release_member_and_durable_round_trip(tmp_path) -> None:  # type: ignor
     assert again.records[7].state == AVAILABLE and again.records[7].delivery_count == 1
     assert again.acquire("b", batches((5, 14)), 100, now_ms=0) == [(7, 7, 2), (9, 14, 2)]
     assert store.stored() == [key]
+
+
+def test_a_deleted_topic_takes_its_share_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    store = ShareStateStore(tmp_path / "share_group_state")
+    gone, kept = uuid.uuid4(), uuid.uuid4()
+    writer = SharePartitionManager(store, lambda group: LIMITS)
+    for key in [("g", gone, 0), ("h", gone, 1), ("g", kept, 0)]:
+        sp = writer.get(key, lambda: 3)
+        assert sp is not None
+        writer.persist(key, sp)
+    # a restarted broker, holding none of them in memory, hears of the deletion
+    SharePartitionManager(store, lambda group: LIMITS).topic_deleted(gone)
+    assert store.stored() == [("g", kept, 0)]
