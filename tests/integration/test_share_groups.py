@@ -473,3 +473,41 @@ def test_records_of_a_killed_consumer_are_redelivered(broker: BrokerProcess) -> 
         if holder.poll() is None:
             holder.kill()
             holder.wait(10)
+
+
+def test_share_group_over_three_brokers(tmp_path: Path) -> None:
+    """Partitions led by three brokers, the group coordinated by one of them: each
+    ShareFetch goes to a partition's leader, which keeps that partition's state."""
+    from tests.integration.cluster_proc import ClusterProcesses
+
+    cluster = ClusterProcesses(tmp_path, brokers=3).start()
+    try:
+        bootstrap = cluster.bootstrap
+        create_topic(bootstrap, "share-cluster", 3)
+        assert len({p.leader for p in cluster.partitions("share-cluster").values()}) == 3
+        group = _new_group(bootstrap)
+        _produce(bootstrap, "share-cluster", 300, partitions=3)
+        got: list[tuple[int, int]] = []
+        members = [_consumer(bootstrap, group, "share-cluster") for _ in range(2)]
+        deadline = time.monotonic() + 60
+
+        def run(c: ShareConsumer) -> None:
+            # both poll until all are read (well within the 30 s locks)
+            while len(got) < 300 and time.monotonic() < deadline:
+                got.extend((m.partition(), m.offset()) for m in c.poll(0.5)
+                           if m.error() is None)
+
+        threads = [threading.Thread(target=run, args=(c,)) for c in members]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        for c in members:
+            c.close()
+        assert sorted(got) == sorted((p, o) for p in range(3) for o in range(100))
+        # each leader wrote the state of its own partition
+        files = [list((tmp_path / f"broker-{n}" / "share_group_state").glob("*.json"))
+                 for n in (1, 2, 3)]
+        assert [len(f) for f in files] == [1, 1, 1]
+    finally:
+        cluster.close()
