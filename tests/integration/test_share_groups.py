@@ -273,6 +273,13 @@ def test_heartbeat_and_describe_errors(broker: BrokerProcess) -> None:
     assert (d.error_code.value, d.group_state, len(d.members)) == (0, "Stable", 2)
     assert _describe(broker.bootstrap, "no-such-share-group").error_code.value \
         == GROUP_ID_NOT_FOUND
+    # the id is taken: a KIP-848 consumer group of that name is refused
+    with Wire(broker.bootstrap) as w:
+        consumer = kio_call(w, K.CONSUMER_GROUP_HEARTBEAT, 0, {
+            "group_id": group, "member_id": "", "member_epoch": 0, "instance_id": None,
+            "rack_id": None, "rebalance_timeout": 30000, "subscribed_topic_names": [topic],
+            "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+    assert consumer.error_code.value == GROUP_ID_NOT_FOUND
     # ListGroups with the "share" type filter
     with Wire(broker.bootstrap) as w:
         listed = kio_call(w, K.LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["share"]})

@@ -43,6 +43,9 @@ async def handle_consumer_group_heartbeat(
         names = list(req.subscribed_topic_names)
         if len(authz.topics_allowed(ctx, Op.DESCRIBE, names)) < len(set(names)):
             return heartbeat_error(E.TOPIC_AUTHORIZATION_FAILED, None)
+    if req.group_id in service.share_groups.groups:  # a share group's id (KIP-932)
+        return heartbeat_error(CE.GROUP_ID_NOT_FOUND,
+                               f"Group {req.group_id} is not a consumer group.")
     owned = None
     if req.topic_partitions is not None:
         owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions}

@@ -147,6 +147,8 @@ async def handle_join_group(broker: GroupServices, ctx: RequestContext, req: Any
     if not _may_read(ctx, req.group_id):
         return _join_out(join_error(E.GROUP_AUTHORIZATION_FAILED, req.member_id), ctx)
     service = await _ready(broker)
+    if req.group_id in service.share_groups.groups:  # a share group's id (KIP-932)
+        return _join_out(join_error(CE.INCONSISTENT_GROUP_PROTOCOL, req.member_id), ctx)
     session_ms = _ms(req.session_timeout)
     rebalance_ms = _ms(req.rebalance_timeout) if ctx.api_version >= 1 else session_ms
     jr = JoinRequest(
