@@ -111,16 +111,19 @@ class SharePartition:
 
     def acquire(self, member_id: str, batches: Iterable[tuple[int, int, bool]],
                 max_records: int, now_ms: int) -> list[tuple[int, int, int]]:
-        """Acquire for `member_id` up to `max_records` records among the log's
-        `batches` (base offset, last offset, is_control), in offset order.
+        """Acquire for `member_id` records among the log's `batches` (base offset,
+        last offset, is_control), in offset order: whole batches until
+        `max_records` are taken (a batch is not split for it: the limit "can be
+        exceeded for alignment of batch boundaries", as Kafka's ShareFetch says,
+        so a batch's bytes are not sent again and again), within the window.
         Returns the acquired runs (first, last, delivery count)."""
         runs: list[tuple[int, int, int]] = []
         taken = 0
         deadline = now_ms + self.limits.lock_duration_ms
         for base, last, control in batches:
+            if taken >= max_records:
+                break
             for offset in range(max(base, self.start_offset), last + 1):
-                if taken >= max_records:
-                    break
                 if offset >= self.end_offset:
                     if self._window_room() <= offset - self.end_offset:
                         break
@@ -147,8 +150,6 @@ class SharePartition:
                     runs[-1] = (runs[-1][0], offset, rec.delivery_count)
                 else:
                     runs.append((offset, offset, rec.delivery_count))
-            if taken >= max_records:
-                break
         self._advance()
         return runs
 

@@ -105,7 +105,13 @@ def test_two_share_consumers_read_every_record_once(broker: BrokerProcess) -> No
         time.sleep(0.2)
     assert [tp.partitions for m in d.members for tp in m.assignment.topic_partitions] == [
         (0,), (0,)]
-    _produce(broker.bootstrap, topic, n)
+    # 30 batches of 100: a ShareFetch acquires whole batches (past max_records), so
+    # one batch of 3000 would go to one member
+    p = ck_producer(broker.bootstrap)
+    for i in range(n):
+        p.produce(topic, value=b"%d" % i)
+        if i % 100 == 99:
+            assert p.flush(30) == 0
     for _ in range(n):
         assert total.acquire(timeout=60)
     stop.set()

@@ -31,12 +31,19 @@ def batches(*spans: tuple[int, int]) -> list[tuple[int, int, bool]]:
 
 def test_two_members_never_hold_the_same_record() -> None:
     sp = SharePartition(start_offset=0, limits=LIMITS)
-    a = sp.acquire("a", batches((0, 9)), 4, now_ms=0)
-    b = sp.acquire("b", batches((0, 9)), 100, now_ms=0)
+    singles = batches(*((o, o) for o in range(10)))  # one record a batch
+    a = sp.acquire("a", singles, 4, now_ms=0)
+    b = sp.acquire("b", singles, 100, now_ms=0)
     assert a == [(0, 3, 1)]
     assert b == [(4, 9, 1)]
-    assert sp.acquire("c", batches((0, 9)), 100, now_ms=0) == []
+    assert sp.acquire("c", singles, 100, now_ms=0) == []
     sp.check()
+
+
+def test_batches_are_acquired_whole_past_max_records() -> None:
+    sp = SharePartition(start_offset=0, limits=LIMITS)
+    assert sp.acquire("a", batches((0, 9), (10, 19)), 4, now_ms=0) == [(0, 9, 1)]
+    assert sp.acquire("b", batches((0, 9), (10, 19)), 4, now_ms=0) == [(10, 19, 1)]
 
 
 def test_accept_moves_the_start_offset_and_release_redelivers_with_a_higher_count() -> None:
@@ -62,7 +69,7 @@ def test_lock_expiry_releases_and_the_limit_archives() -> None:
 
 def test_acknowledgement_errors() -> None:
     sp = SharePartition(start_offset=0, limits=LIMITS)
-    sp.acquire("a", batches((0, 9)), 5, now_ms=0)
+    sp.acquire("a", batches(*((o, o) for o in range(10))), 5, now_ms=0)
     assert sp.acknowledge("b", [(0, 0, (ACCEPT,))]) == INVALID_RECORD_STATE  # not b's
     assert sp.acknowledge("a", [(5, 5, (ACCEPT,))]) == INVALID_RECORD_STATE  # not acquired
     assert sp.acknowledge("a", [(3, 1, (ACCEPT,))]) == INVALID_REQUEST  # first > last
