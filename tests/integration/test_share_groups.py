@@ -82,7 +82,9 @@ def test_two_share_consumers_read_every_record_once(broker: BrokerProcess) -> No
     seen: dict[str, list[tuple[int, int]]] = {"a": [], "b": []}
     total = threading.Semaphore(0)
     stop = threading.Event()
-    consumers = {name: _consumer(broker.bootstrap, group, topic) for name in seen}
+    # a ShareFetch takes whole batches up to max_records: 100 is one batch below
+    consumers = {name: _consumer(broker.bootstrap, group, topic, **{"max.poll.records": 100})
+                 for name in seen}
 
     def run(name: str) -> None:
         c = consumers[name]
