@@ -42,6 +42,7 @@ from ..share_session import (
     ShareSessionCache,
 )
 from . import authz
+from .consumer_groups import heartbeat_checks
 from .groups import _client_host, _may_read, _ready
 
 UNKNOWN_TOPIC_ID = 100
@@ -62,14 +63,9 @@ async def handle_share_group_heartbeat(
         return heartbeat_error(CE.INVALID_REQUEST, "GroupId can't be empty.")
     if not req.member_id:
         return heartbeat_error(CE.INVALID_REQUEST, "MemberId can't be empty.")
-    if req.member_epoch < -1:
-        return heartbeat_error(CE.INVALID_REQUEST, f"MemberEpoch {req.member_epoch} is invalid.")
-    if not _may_read(ctx, req.group_id):
-        return heartbeat_error(E.GROUP_AUTHORIZATION_FAILED, None)
-    if req.subscribed_topic_names:
-        names = list(req.subscribed_topic_names)
-        if len(authz.topics_allowed(ctx, Op.DESCRIBE, names)) < len(set(names)):
-            return heartbeat_error(E.TOPIC_AUTHORIZATION_FAILED, None)
+    bad = heartbeat_checks(ctx, req, min_epoch=-1)
+    if bad is not None:
+        return heartbeat_error(*bad)
     code = service.core.check(req.group_id)
     if code != CE.NONE:
         return heartbeat_error(code, None)

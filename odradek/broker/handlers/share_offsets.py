@@ -103,21 +103,25 @@ async def handle_describe_share_group_offsets(
     return {"groups": groups}
 
 
-def _empty_check(service: Any, group: str) -> int:
-    share_group = service.share_groups.groups.get(group)
-    return CE.NON_EMPTY_GROUP if share_group is not None and share_group.members else E.NONE
+async def _changeable(broker: ShareServices, ctx: RequestContext, req: Any,
+                      op: Op) -> tuple[int, set[str]]:
+    """Alter and Delete: the group's error (authorization, coordinator, a member
+    still in it: NON_EMPTY_GROUP), and the request's topics the principal may READ."""
+    service = await _ready(broker)
+    code = _group_error(service, ctx, req.group_id, op)
+    share_group = service.share_groups.groups.get(req.group_id)
+    if code == E.NONE and share_group is not None and share_group.members:
+        code = CE.NON_EMPTY_GROUP
+    return code, authz.topics_allowed(ctx, Op.READ, [t.topic_name for t in req.topics])
 
 
 async def handle_alter_share_group_offsets(
     broker: ShareServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
-    service = await _ready(broker)
-    code = _group_error(service, ctx, req.group_id, Op.READ) or _empty_check(
-        service, req.group_id)
+    code, readable = await _changeable(broker, ctx, req, Op.READ)
     if code != E.NONE:
         return {"error_code": code, "error_message": None, "responses": []}
     image = broker.image
-    readable = authz.topics_allowed(ctx, Op.READ, [t.topic_name for t in req.topics])
     responses = []
     for t in req.topics:
         topic = image.topics_by_name.get(t.topic_name)
@@ -157,13 +161,10 @@ async def handle_alter_share_group_offsets(
 async def handle_delete_share_group_offsets(
     broker: ShareServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
-    service = await _ready(broker)
-    code = _group_error(service, ctx, req.group_id, Op.DELETE) or _empty_check(
-        service, req.group_id)
+    code, readable = await _changeable(broker, ctx, req, Op.DELETE)
     if code != E.NONE:
         return {"error_code": code, "error_message": None, "responses": []}
     image = broker.image
-    readable = authz.topics_allowed(ctx, Op.READ, [t.topic_name for t in req.topics])
     responses = []
     for t in req.topics:
         topic = image.topics_by_name.get(t.topic_name)
