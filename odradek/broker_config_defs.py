@@ -390,6 +390,23 @@ _DEFS: list[ConfigDef] = [
        "consumer when a KIP-848 member joins), 'downgrade' (back when the last KIP-848 "
        "member leaves), both, or 'disabled'.", MEDIUM,
        one_of("bidirectional", "upgrade", "downgrade", "disabled", case_sensitive=False)),
+    # --- share groups (KIP-932; docs/share_groups.md) ---
+    _d("group.share.session.timeout.ms", I, 45000, "Session timeout of share group "
+       "members.", MEDIUM, at_least(1)),
+    _d("group.share.heartbeat.interval.ms", I, 5000, "Heartbeat interval the broker gives "
+       "share group members.", MEDIUM, at_least(1)),
+    _d("group.share.max.size", I, 200, "Most members in one share group.", MEDIUM,
+       at_least(1)),
+    _d("group.share.record.lock.duration.ms", I, 30000, "How long a share group member "
+       "holds the records it acquired before they are released (the acquisition lock).",
+       MEDIUM, at_least(1)),
+    _d("group.share.delivery.count.limit", I, 5, "Deliveries of one record to a share "
+       "group before it is archived.", MEDIUM, at_least(2)),
+    _d("group.share.partition.max.record.locks", I, 2000, "Most in-flight records of one "
+       "share partition (its window from start offset to end offset).", MEDIUM,
+       at_least(100)),
+    _d("group.share.max.share.sessions", I, 2000, "Most share sessions a broker keeps.",
+       MEDIUM, at_least(1)),
     # --- KRaft ---
     _d("broker.heartbeat.interval.ms", I, 2000, "Broker heartbeat to the controller.",
        MEDIUM),

@@ -45,6 +45,8 @@ from .handlers import (
     reassignment,
     sasl,
     scram,
+    share_groups,
+    share_offsets,
     txn,
 )
 from .handlers import fetch as fetch_handlers
@@ -251,6 +253,23 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _group(Op.READ, "group_id"), _topic(Op.DESCRIBE, "subscribed_topic_names[]"))),
     ApiSpec(K.CONSUMER_GROUP_DESCRIBE, consumer_groups.handle_consumer_group_describe, (
         _group(Op.DESCRIBE, "group_ids[]"),)),
+    # -- share groups (KIP-932) -----------------------------------------------------------
+    ApiSpec(K.SHARE_GROUP_HEARTBEAT, share_groups.handle_share_group_heartbeat, (
+        _group(Op.READ, "group_id"), _topic(Op.DESCRIBE, "subscribed_topic_names[]"))),
+    ApiSpec(K.SHARE_GROUP_DESCRIBE, share_groups.handle_share_group_describe, (
+        _group(Op.DESCRIBE, "group_ids[]"),)),
+    ApiSpec(K.SHARE_FETCH, share_groups.handle_share_fetch, (
+        _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].topic_id"))),
+    ApiSpec(K.SHARE_ACKNOWLEDGE, share_groups.handle_share_acknowledge, (
+        _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].topic_id"))),
+    ApiSpec(K.DESCRIBE_SHARE_GROUP_OFFSETS, share_offsets.handle_describe_share_group_offsets, (
+        _group(Op.DESCRIBE, "groups[].group_id"),
+        Check(Res.TOPIC, Op.DESCRIBE, Scope.RESOURCE, "groups[].topics[].topic_name",
+              LEFT_OUT))),
+    ApiSpec(K.ALTER_SHARE_GROUP_OFFSETS, share_offsets.handle_alter_share_group_offsets, (
+        _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].topic_name"))),
+    ApiSpec(K.DELETE_SHARE_GROUP_OFFSETS, share_offsets.handle_delete_share_group_offsets, (
+        _group(Op.DELETE, "group_id"), _topic(Op.READ, "topics[].topic_name"))),
     # -- producers and transactions -------------------------------------------------------
     ApiSpec(K.INIT_PRODUCER_ID, producer_id.handle_init_producer_id, (
         _txn_id(Op.WRITE),

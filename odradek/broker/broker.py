@@ -60,6 +60,7 @@ from .controller_service import ControllerHost, ControllerService
 from .dir_reports import DirectoryReportHost, DirectoryReports
 from .fd_budget import FdBudget, raise_open_files_limit
 from .fetch_session import FetchSessionCache
+from .share_service import ShareService
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
 from .log_dir_moves import LogDirMoves
@@ -193,6 +194,11 @@ class Broker:
         self.connection_limits = ConnectionLimits(config, self.metrics.registry,
                                                   lambda: self.image.client_quotas)
         self.group_coordinator = GroupCoordinatorService(self)
+        # share groups (KIP-932) as a partition leader: sessions, share partitions
+        # and their durable state in the first log dir (share_state_store.py)
+        self.share = ShareService(config, self.log_dirs[0] if self.log_dirs else None,
+                                  lambda: self.image)
+        self.group_coordinator.share_groups.departure_listeners.append(self.share.member_left)
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their
         # services, each family seeing it through its own Protocol (services.py).
@@ -290,6 +296,7 @@ class Broker:
         if self.replica_manager.pending_assignments:
             self.dir_reports.assignments_due()
         self.group_coordinator.start()
+        self.quorum.listeners.append(self.share.on_metadata)
         self.txn_coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
@@ -593,4 +600,5 @@ if TYPE_CHECKING:
         r21: services.AclServices = b
         r22: services.ScramServices = b
         r23: DirectoryReportHost = b
-        del r23, r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20, r21, r22
+        r24: services.ShareServices = b
+        del r24, r23, r0, r1, r2, r3, r4, r5, r6, r7, r8, r9, r10, r11, r12, r13, r14, r15, r16, r17, r18, r19, r20, r21, r22

@@ -31,6 +31,7 @@ from .fd_budget import FdBudget
 from .fetch_session import FetchSessionCache
 from .lifecycle import BrokerLifecycle
 from .log_dir_moves import LogDirMoves
+from .share_service import ShareService
 
 # -- building blocks -------------------------------------------------------------------
 
@@ -140,6 +141,14 @@ class GroupServices(Identity, Protocol):
     def group_coordinator(self) -> GroupCoordinatorService: ...
     @property
     def txn_coordinator(self) -> TransactionCoordinatorService: ...
+
+
+class ShareServices(GroupServices, Replicas, Protocol):
+    """handlers/share_groups.py: share groups (KIP-932): membership on the group
+    coordinator, ShareFetch/ShareAcknowledge on the partition leaders."""
+
+    @property
+    def share(self) -> ShareService: ...
 
 
 class ProduceServices(Identity, Replicas, Protocol):

@@ -9,6 +9,10 @@ AdminClient), so it works against any broker:
         (--to-earliest | --to-latest | --to-offset N | --to-datetime ISO | --shift-by N)
         [--dry-run | --execute]
     odradek groups delete GROUP [GROUP ...]
+    odradek groups describe-share GROUP [--members | --state]
+
+`list` lists share groups (KIP-932) too, of type "share";
+`describe-share` shows one (share_groups.py), as kafka-share-groups.sh does.
 
 `describe` prints, per partition, the committed offset, the log end offset and
 the lag, with the member that owns the partition. `reset-offsets` only shows
@@ -24,7 +28,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import client_config, options, output
+from . import client_config, options, output, share_groups
 from .connection import with_login_check
 
 DEFAULT_TIMEOUT_S = 15.0
@@ -63,6 +67,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     mode.add_argument("--members", action="store_true", help="list the members instead")
     mode.add_argument("--state", action="store_true", help="show the group's state only")
     p.set_defaults(handler=with_login_check("groups", cmd_describe))
+
+    p = sub.add_parser("describe-share", help="start offsets, lag and members of a share "
+                       "group (KIP-932)")
+    p.add_argument("group")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--members", action="store_true", help="list the members instead")
+    mode.add_argument("--state", action="store_true", help="show the group's state only")
+    p.set_defaults(handler=with_login_check("groups", share_groups.cmd_describe_share))
 
     p = sub.add_parser("reset-offsets", help="set a group's committed offsets")
     p.add_argument("group")
@@ -189,10 +201,17 @@ def cmd_list(args: argparse.Namespace) -> int:
     if result.errors and not result.valid:
         return _error(f"cannot list groups from {args.bootstrap_server}: "
                       f"{'; '.join(options.error_text(e) for e in result.errors)}")
-    rows = sorted(
+    rows = [
         [g.group_id, _state_name(g.state), getattr(getattr(g, "type", None), "name", "-").lower()]
         for g in result.valid
-    )
+    ]
+    try:
+        wanted = {s.lower() for s in args.state}
+        rows += [[g, state, "share"] for g, state in share_groups.list_share_groups(args)
+                 if not wanted or state.lower() in wanted]
+    except (OSError, TimeoutError, ValueError, share_groups.ChannelError) as e:  # none there
+        print(f"odradek groups: share groups not listed: {e}", file=sys.stderr)
+    rows.sort()
     output.print_table(args, rows, ["GROUP", "STATE", "TYPE"])
     for err in result.errors:  # some brokers answered, some did not
         print(f"odradek groups: a broker did not list its groups: {options.error_text(err)}", file=sys.stderr)

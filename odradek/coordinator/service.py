@@ -26,7 +26,13 @@ from collections.abc import Callable
 from typing import Any
 
 from ..configdef import ConfigError
-from ..group_config import HEARTBEAT_INTERVAL, SESSION_TIMEOUT, group_values
+from ..group_config import (
+    HEARTBEAT_INTERVAL,
+    SESSION_TIMEOUT,
+    SHARE_HEARTBEAT_INTERVAL,
+    SHARE_SESSION_TIMEOUT,
+    group_values,
+)
 from ..metadata import records as R
 from ..metadata.image import MetadataImage
 from ..protocol import records as batches
@@ -39,6 +45,7 @@ from .host import CoordinatorHost
 from .internal_topic import ensure_internal_topic
 from .log_replay import log_batches
 from .replicated import min_isr_error, wait_replicated
+from .share_group import ShareGroupConfig, ShareGroups
 from .txn_offsets import held_to_pending, replay_batch
 
 log = logging.getLogger(__name__)
@@ -78,6 +85,12 @@ class GroupCoordinatorService:
     def __init__(self, broker: CoordinatorHost, clock_ms: Callable[[], int] | None = None) -> None:
         self.broker = broker
         self.core = GroupCoordinator(coordinator_config(broker))
+        c = broker.config
+        # share groups (KIP-932): membership only, in memory (share_group.py)
+        self.share_groups = ShareGroups(ShareGroupConfig(
+            session_timeout_ms=c.get("group.share.session.timeout.ms"),
+            heartbeat_interval_ms=c.get("group.share.heartbeat.interval.ms"),
+            max_size=c.get("group.share.max.size")))
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
@@ -117,6 +130,7 @@ class GroupCoordinatorService:
                 now = self.clock_ms()
                 out = Out()
                 self.core.tick(now, self.topics(), out)
+                self.share_groups.expire(now, self.topics())
                 if now - last_expiry >= self.retention_check_ms:
                     last_expiry = now
                     expired = self.core.expire_offsets(now, self.topics(), out)
@@ -164,7 +178,9 @@ class GroupCoordinatorService:
     def _group_configs(self, image: MetadataImage) -> None:
         """The KIP-848 group configs of the image, as the core reads them."""
         default = self.core.config.consumer
+        share_default = self.share_groups.config
         configs = {}
+        share_configs = {}
         for (rtype, name), entries in image.configs.items():
             if rtype != R.RESOURCE_GROUP:
                 continue
@@ -175,7 +191,11 @@ class GroupCoordinatorService:
             configs[name] = dataclasses.replace(
                 default, session_timeout_ms=values[SESSION_TIMEOUT],
                 heartbeat_interval_ms=values[HEARTBEAT_INTERVAL])
+            share_configs[name] = dataclasses.replace(
+                share_default, session_timeout_ms=values[SHARE_SESSION_TIMEOUT],
+                heartbeat_interval_ms=values[SHARE_HEARTBEAT_INTERVAL])
         self.core.consumer_configs = configs
+        self.share_groups.group_configs = share_configs
 
     def _load_done(self, partition: int, task: asyncio.Task[None]) -> None:
         if self._loads.get(partition) is task:

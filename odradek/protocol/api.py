@@ -70,6 +70,13 @@ class ApiKey(IntEnum):
     LIST_TRANSACTIONS = 66
     DESCRIBE_TRANSACTIONS = 65
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76  # KIP-932 share groups
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
     LIST_CONFIG_RESOURCES = 74  # KIP-1142 (v0 was ListClientMetricsResources)
     ELECT_LEADERS = 43
     DESCRIBE_ACLS = 29
@@ -138,6 +145,14 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_DELETE: (0, 0),
     ApiKey.CONSUMER_GROUP_HEARTBEAT: (0, 1),
     ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    # Share groups (KIP-932) as Kafka 4.1 serves them: v1 (v0 was early access)
+    ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 1),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     # Transactions (KIP-98, KIP-890). EndTxn v4 and TxnOffsetCommit v4 let the
     # answer carry TRANSACTION_ABORTABLE (odradek never answers it); their v5
     # are transactions v2 (with transaction.version 2: the epoch bump, the

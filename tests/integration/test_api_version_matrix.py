@@ -127,6 +127,7 @@ def _txn_requests(topic: str) -> dict[int, dict[str, Any]]:
 
 def _group_requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]]:
     group = f"matrix-{topic}"
+    share_member = uuid.uuid4().hex
     fetch_topics = [{"name": topic, "topic_id": topic_id, "partition_indexes": [0]}]
     return {  # in this order: the commit creates the group the later requests look at
         api.ApiKey.FIND_COORDINATOR: {"key": group, "key_type": 0, "coordinator_keys": [group]},
@@ -165,6 +166,27 @@ def _group_requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]
             "server_assignor": None, "topic_partitions": []},
         api.ApiKey.CONSUMER_GROUP_DESCRIBE: {"group_ids": [group + "-848"],
                                              "include_authorized_operations": False},
+        # share groups (KIP-932): a member joins, opens a share session, closes it
+        api.ApiKey.SHARE_GROUP_HEARTBEAT: {
+            "group_id": group + "-share", "member_id": share_member, "member_epoch": 0,
+            "rack_id": None, "subscribed_topic_names": [topic]},
+        api.ApiKey.SHARE_GROUP_DESCRIBE: {"group_ids": [group + "-share"],
+                                          "include_authorized_operations": False},
+        api.ApiKey.SHARE_FETCH: {
+            "group_id": group + "-share", "member_id": share_member, "share_session_epoch": 0,
+            "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20, "max_records": 10,
+            "batch_size": 10, "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": []}]}],
+            "forgotten_topics_data": []},
+        api.ApiKey.SHARE_ACKNOWLEDGE: {
+            "group_id": group + "-share", "member_id": share_member, "share_session_epoch": -1,
+            "topics": []},
+        api.ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: {"groups": [
+            {"group_id": group + "-share", "topics": None}]},
+        api.ApiKey.ALTER_SHARE_GROUP_OFFSETS: {"group_id": group + "-share-idle", "topics": [
+            {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
+        api.ApiKey.DELETE_SHARE_GROUP_OFFSETS: {"group_id": group + "-share-idle",
+                                                "topics": [{"topic_name": topic}]},
         api.ApiKey.DESCRIBE_CLIENT_QUOTAS: {
             "components": [{"entity_type": "user", "match_type": 2, "match": None}],
             "strict": False},

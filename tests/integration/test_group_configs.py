@@ -16,6 +16,13 @@ from tests.integration.txn_helpers import call
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
 GROUP, INVALID_CONFIG, NONE = 32, 40, 0
+# the share-group keys (KIP-932), at their defaults (DEFAULT_CONFIG)
+SHARE_DEFAULTS = {
+    "share.auto.offset.reset": ("latest", 5),
+    "share.record.lock.duration.ms": ("30000", 5),
+    "share.session.timeout.ms": ("45000", 5),
+    "share.heartbeat.interval.ms": ("5000", 5),
+}
 BOUNDS = {
     "group.consumer.min.session.timeout.ms": 2000,
     "group.consumer.max.session.timeout.ms": 60000,
@@ -77,13 +84,13 @@ def test_group_configs_are_validated_stored_described_and_applied(tmp_path, brok
         entries = next(iter(described.values())).result(15)
         assert {k: (e.value, e.source) for k, e in entries.items()} == {
             "consumer.session.timeout.ms": ("3000", 8),  # GROUP_CONFIG
-            "consumer.heartbeat.interval.ms": ("600", 8)}
+            "consumer.heartbeat.interval.ms": ("600", 8), **SHARE_DEFAULTS}
         other = admin.describe_configs([ConfigResource(ResourceType.GROUP, "g-other")])
         entries = next(iter(other.values())).result(15)
         assert {k: (e.value, e.source) for k, e in entries.items()} == {
             # DEFAULT_CONFIG: the broker's group.consumer.* (GROUP_BROKER_OVERRIDES)
             "consumer.session.timeout.ms": ("6000", 5),
-            "consumer.heartbeat.interval.ms": ("500", 5)}
+            "consumer.heartbeat.interval.ms": ("500", 5), **SHARE_DEFAULTS}
 
         # Kafka's GroupConfig validation: names, broker bounds, session > interval
         assert _alter(b.bootstrap, group, **{"consumer.session.timeout.ms": "1000"}) == (

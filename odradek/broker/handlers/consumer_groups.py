@@ -27,6 +27,21 @@ from . import authz
 from .groups import _client_host, _may_read, _ready, _replicated
 
 
+def heartbeat_checks(ctx: RequestContext, req: Any, min_epoch: int
+                     ) -> tuple[int, str | None] | None:
+    """A KIP-848 or KIP-932 heartbeat's epoch, READ on the group and DESCRIBE on
+    its subscribed topics: the (error, message) to answer, or None."""
+    if req.member_epoch < min_epoch:
+        return CE.INVALID_REQUEST, f"MemberEpoch {req.member_epoch} is invalid."
+    if not _may_read(ctx, req.group_id):
+        return E.GROUP_AUTHORIZATION_FAILED, None
+    if req.subscribed_topic_names:
+        names = list(req.subscribed_topic_names)
+        if len(authz.topics_allowed(ctx, Op.DESCRIBE, names)) < len(set(names)):
+            return E.TOPIC_AUTHORIZATION_FAILED, None
+    return None
+
+
 async def handle_consumer_group_heartbeat(
     broker: GroupServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
@@ -35,14 +50,12 @@ async def handle_consumer_group_heartbeat(
         return heartbeat_error(CE.INVALID_REQUEST, "GroupId can't be empty.")
     if ctx.api_version >= 1 and not req.member_id:
         return heartbeat_error(CE.INVALID_REQUEST, "MemberId can't be empty.")
-    if req.member_epoch < -2:
-        return heartbeat_error(CE.INVALID_REQUEST, f"MemberEpoch {req.member_epoch} is invalid.")
-    if not _may_read(ctx, req.group_id):
-        return heartbeat_error(E.GROUP_AUTHORIZATION_FAILED, None)
-    if req.subscribed_topic_names:
-        names = list(req.subscribed_topic_names)
-        if len(authz.topics_allowed(ctx, Op.DESCRIBE, names)) < len(set(names)):
-            return heartbeat_error(E.TOPIC_AUTHORIZATION_FAILED, None)
+    bad = heartbeat_checks(ctx, req, min_epoch=-2)
+    if bad is not None:
+        return heartbeat_error(*bad)
+    if req.group_id in service.share_groups.groups:  # a share group's id (KIP-932)
+        return heartbeat_error(CE.GROUP_ID_NOT_FOUND,
+                               f"Group {req.group_id} is not a consumer group.")
     owned = None
     if req.topic_partitions is not None:
         owned = {tp.topic_id: set(tp.partitions) for tp in req.topic_partitions}

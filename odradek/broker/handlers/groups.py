@@ -147,6 +147,8 @@ async def handle_join_group(broker: GroupServices, ctx: RequestContext, req: Any
     if not _may_read(ctx, req.group_id):
         return _join_out(join_error(E.GROUP_AUTHORIZATION_FAILED, req.member_id), ctx)
     service = await _ready(broker)
+    if req.group_id in service.share_groups.groups:  # a share group's id (KIP-932)
+        return _join_out(join_error(CE.INCONSISTENT_GROUP_PROTOCOL, req.member_id), ctx)
     session_ms = _ms(req.session_timeout)
     rebalance_ms = _ms(req.rebalance_timeout) if ctx.api_version >= 1 else session_ms
     jr = JoinRequest(
@@ -543,9 +545,12 @@ async def handle_list_groups(broker: GroupServices, ctx: RequestContext, req: An
     service = _service(broker)
     states = {s.lower() for s in getattr(req, "states_filter", ())}
     types = {t.lower() for t in getattr(req, "types_filter", ())}
+    listed = service.core.list_groups() + [  # KIP-932 share groups, of the loaded partitions
+        g for g in service.share_groups.list_groups()
+        if service.core.coordinator_error(g["group_id"]) == E.NONE]
     groups = [
         g
-        for g in service.core.list_groups()
+        for g in listed
         if (not states or g["group_state"].lower() in states)
         and (not types or g["group_type"] in types)
     ]

@@ -1,0 +1,374 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe on the group
+coordinator; ShareFetch, ShareAcknowledge on the partition leaders.
+
+The heartbeat and describe translate to `coordinator/share_group.py`. ShareFetch
+and ShareAcknowledge run on the leader of each partition: the share session
+(broker/share_session.py) says which partitions the member fetches, the share
+partition (coordinator/share_partition.py) which records it may acquire and what
+its acknowledgements do, and its durable state (share_state_store.py) is written
+before the answer goes out. Records are served as ShareFetch carries them: whole
+batches from the log, with the acquired offset runs beside them; the client
+delivers only the acquired records.
+
+Authorization: READ on the group (top-level GROUP_AUTHORIZATION_FAILED) and
+READ on each topic (per partition TOPIC_AUTHORIZATION_FAILED) for ShareFetch and
+ShareAcknowledge; READ on the group and DESCRIBE on the subscribed topics for
+the heartbeat; DESCRIBE on each group for the describe.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from ...coordinator import errors as CE
+from ...coordinator.share_group import ShareHeartbeat, heartbeat_error
+from ...coordinator.share_partition import INVALID_REQUEST, SharePartition
+from ...protocol import errors as E
+from ...protocol.batch_format import iter_batch_headers
+from ...protocol.entities import ms
+from ...security.resources import AclOperation as Op
+from ...security.resources import ResourceType
+from ...storage.log import OffsetOutOfRange
+from ..context import RequestContext
+from ..services import ShareServices
+from ..share_session import (
+    FINAL_EPOCH,
+    INITIAL_EPOCH,
+    INVALID_SHARE_SESSION_EPOCH,
+    SessionError,
+    ShareSession,
+    ShareSessionCache,
+)
+from . import authz
+from .consumer_groups import heartbeat_checks
+from .groups import _client_host, _may_read, _ready
+
+UNKNOWN_TOPIC_ID = 100
+INVALID_GROUP_ID = 24
+MAX_WAIT_CAP_MS = 60_000
+LOCK_POLL_S = 0.25  # a parked ShareFetch looks again this often (locks run out)
+DEFAULT_MAX_RECORDS = 500
+
+
+# -- ShareGroupHeartbeat / ShareGroupDescribe ---------------------------------------------
+
+
+async def handle_share_group_heartbeat(
+    broker: ShareServices, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = await _ready(broker)
+    if not req.group_id:
+        return heartbeat_error(CE.INVALID_REQUEST, "GroupId can't be empty.")
+    if not req.member_id:
+        return heartbeat_error(CE.INVALID_REQUEST, "MemberId can't be empty.")
+    bad = heartbeat_checks(ctx, req, min_epoch=-1)
+    if bad is not None:
+        return heartbeat_error(*bad)
+    code = service.core.check(req.group_id)
+    if code != CE.NONE:
+        return heartbeat_error(code, None)
+    if req.group_id in service.core.groups:
+        return heartbeat_error(CE.GROUP_ID_NOT_FOUND,
+                               f"Group {req.group_id} is not a share group.")
+    hb = ShareHeartbeat(
+        member_id=req.member_id, member_epoch=req.member_epoch, rack_id=req.rack_id,
+        subscribed_topic_names=tuple(req.subscribed_topic_names)
+        if req.subscribed_topic_names is not None else None,
+        client_id=ctx.client_id or "", client_host=_client_host(ctx))
+    return service.share_groups.heartbeat(req.group_id, hb, service.topics(), service.clock_ms())
+
+
+async def handle_share_group_describe(
+    broker: ShareServices, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    service = await _ready(broker)
+    names = {tid: t.name for tid, t in broker.image.topics_by_id.items()}
+    described = authz.allowed(ctx, Op.DESCRIBE, ResourceType.GROUP, req.group_ids)
+    groups = []
+    for g in req.group_ids:
+        empty = {"group_id": g, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
+                 "assignor_name": "", "members": [], "error_message": None,
+                 "authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED}
+        if g not in described:
+            groups.append({**empty, "error_code": E.GROUP_AUTHORIZATION_FAILED})
+            continue
+        code = service.core.check(g)
+        if code != CE.NONE:
+            groups.append({**empty, "error_code": code})
+            continue
+        if g in service.core.groups:
+            groups.append({**empty, "error_code": CE.GROUP_ID_NOT_FOUND,
+                           "error_message": f"Group {g} is not a share group."})
+            continue
+        entry = service.share_groups.describe(g, names)
+        entry["authorized_operations"] = authz.operations(
+            ctx, ResourceType.GROUP, g,
+            req.include_authorized_operations and entry["error_code"] == E.NONE)
+        groups.append(entry)
+    return {"groups": groups}
+
+
+# -- ShareFetch / ShareAcknowledge ---------------------------------------------------------
+
+
+def _leader(part: Any) -> dict[str, int]:
+    if part is None:
+        return {"leader_id": -1, "leader_epoch": -1}
+    return {"leader_id": part.leader, "leader_epoch": part.leader_epoch}
+
+
+def _fetch_partition(index: int, code: int = 0, ack_code: int = 0, part: Any = None,
+                     records: bytes = b"", acquired: list[tuple[int, int, int]] | None = None,
+                     ) -> dict[str, Any]:
+    return {"partition_index": index, "error_code": code, "error_message": None,
+            "acknowledge_error_code": ack_code, "acknowledge_error_message": None,
+            "current_leader": _leader(part), "records": records,
+            "acquired_records": [{"first_offset": a, "last_offset": b, "delivery_count": c}
+                                 for a, b, c in (acquired or [])]}
+
+
+def _top_error(code: int, message: str | None, fetch: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"error_code": code, "error_message": message, "responses": [],
+                           "node_endpoints": []}
+    if fetch:
+        out["acquisition_lock_timeout"] = 0
+    return out
+
+
+def _request_check(ctx: RequestContext, req: Any) -> tuple[int, str | None] | None:
+    if not req.group_id:
+        return INVALID_GROUP_ID, "The group id is empty."
+    if not req.member_id:
+        return CE.INVALID_REQUEST, "The member id is empty."
+    if not _may_read(ctx, req.group_id):
+        return E.GROUP_AUTHORIZATION_FAILED, None
+    return None
+
+
+class _Target:
+    """One requested partition, resolved: its topic name, whether it may be
+    read, and its local replica."""
+
+    __slots__ = ("error", "index", "name", "part", "topic_id")
+
+    def __init__(self, broker: ShareServices, readable: set[str], topic_id: uuid.UUID,
+                 index: int) -> None:
+        self.topic_id = topic_id
+        self.index = index
+        topic = broker.image.topics_by_id.get(topic_id)
+        self.name = topic.name if topic is not None else None
+        self.part: Any = None
+        self.error = E.NONE
+        if self.name is None:
+            self.error = UNKNOWN_TOPIC_ID
+        elif self.name not in readable:
+            self.error = E.TOPIC_AUTHORIZATION_FAILED
+        else:
+            self.part = broker.replica_manager.partitions.get((self.name, index))
+            if self.part is None:
+                self.error = E.UNKNOWN_TOPIC_OR_PARTITION
+            elif self.part.leader != broker.node_id:
+                self.error = E.NOT_LEADER_OR_FOLLOWER
+            elif self.part.log.offline:
+                self.error = E.KAFKA_STORAGE_ERROR
+
+
+def _readable(broker: ShareServices, ctx: RequestContext, topic_ids: list[uuid.UUID]) -> set[str]:
+    names = [t.name for t in (broker.image.topics_by_id.get(i) for i in topic_ids) if t]
+    return authz.topics_allowed(ctx, Op.READ, names)
+
+
+def _share_partition(broker: ShareServices, group: str, target: _Target) -> SharePartition | None:
+    plog = target.part.log
+    reset = broker.share.group_config(group).auto_offset_reset
+
+    def initial() -> int:
+        return plog.log_start_offset if reset == "earliest" else plog.high_watermark
+
+    return broker.share.partitions.get((group, target.topic_id, target.index), initial)
+
+
+def _acknowledge(broker: ShareServices, group: str, member: str, target: _Target,
+                 batches: Any) -> int:
+    if target.error:
+        return target.error
+    sp = _share_partition(broker, group, target)
+    if sp is None:
+        return E.UNKNOWN_SERVER_ERROR
+    plan = [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
+    if any(not types for _, _, types in plan):
+        return INVALID_REQUEST
+    code = sp.acknowledge(member, plan)
+    broker.share.partitions.persist((group, target.topic_id, target.index), sp)
+    return code
+
+
+def _session(cache: ShareSessionCache, key: tuple[str, str], epoch: int) -> ShareSession:
+    if epoch == INITIAL_EPOCH:
+        return cache.open(key)
+    return cache.lookup(key, epoch)
+
+
+def _close(broker: ShareServices, key: tuple[str, str]) -> None:
+    broker.share.sessions.close(key)
+    broker.share.partitions.release_member(key[0], key[1])
+
+
+async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
+                             req: Any) -> dict[str, Any]:
+    bad = _request_check(ctx, req)
+    if bad is not None:
+        return _top_error(*bad, fetch=True)
+    group, member = req.group_id, req.member_id
+    epoch = req.share_session_epoch
+    has_acks = any(p.acknowledgement_batches for t in req.topics for p in t.partitions)
+    if epoch == INITIAL_EPOCH and has_acks:
+        return _top_error(CE.INVALID_REQUEST,
+                          "Acknowledge data present on initial fetch request.", fetch=True)
+    key = (group, member)
+    try:
+        session = _session(broker.share.sessions, key, epoch)
+    except SessionError as e:
+        return _top_error(e.code, e.message, fetch=True)
+    readable = _readable(broker, ctx, [t.topic_id for t in req.topics])
+    answers: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+    requested: list[tuple[uuid.UUID, int]] = []
+    for t in req.topics:
+        for p in t.partitions:
+            target = _Target(broker, readable, t.topic_id, p.partition_index)
+            requested.append((t.topic_id, p.partition_index))
+            if p.acknowledgement_batches:
+                code = _acknowledge(broker, group, member, target, p.acknowledgement_batches)
+                answers[(t.topic_id, p.partition_index)] = _fetch_partition(
+                    p.partition_index, ack_code=code, part=target.part)
+    lock_ms = broker.share.group_config(group).lock_duration_ms
+    if epoch == FINAL_EPOCH:
+        _close(broker, key)
+        return _fetch_answer(answers, lock_ms)
+    forgotten = [(t.topic_id, i) for t in req.forgotten_topics_data for i in t.partitions]
+    ShareSessionCache.update(session, requested, forgotten)
+
+    max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    max_wait_ms = min(ms(req.max_wait), MAX_WAIT_CAP_MS)
+    deadline = time.monotonic() + max_wait_ms / 1000.0
+    targets = [_Target(broker, _readable(broker, ctx, [tp[0] for tp in session.partitions]),
+                       tid, idx) for tid, idx in session.partitions]
+    while True:
+        got, keys = _acquire_all(broker, group, member, targets, answers, max_records,
+                                 max_bytes)
+        remaining = deadline - time.monotonic()
+        if got or answers or remaining <= 0 or not keys:
+            break
+        if broker.share.sessions.sessions.get(key) is not session:
+            break  # closed or replaced meanwhile
+        await broker.replica_manager.purgatory.wait_for_any(keys, min(remaining, LOCK_POLL_S))
+    return _fetch_answer(answers, lock_ms)
+
+
+def _fetch_answer(answers: dict[tuple[uuid.UUID, int], dict[str, Any]],
+                  lock_ms: int) -> dict[str, Any]:
+    by_topic: dict[uuid.UUID, list[dict[str, Any]]] = {}
+    for (tid, _), answer in answers.items():
+        by_topic.setdefault(tid, []).append(answer)
+    return {"error_code": E.NONE, "error_message": None, "acquisition_lock_timeout": lock_ms,
+            "responses": [{"topic_id": tid, "partitions": parts}
+                          for tid, parts in by_topic.items()],
+            "node_endpoints": []}
+
+
+def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_Target],
+                 answers: dict[tuple[uuid.UUID, int], dict[str, Any]], max_records: int,
+                 max_bytes: int) -> tuple[int, list[tuple[str, int]]]:
+    """Acquire records on every session partition this node leads; the records
+    acquired, and the partitions to wait on when there were none."""
+    now = broker.share.clock_ms()
+    got = 0
+    total_bytes = 0
+    keys: list[tuple[str, int]] = []
+    for target in targets:
+        tp = (target.topic_id, target.index)
+        if target.error:
+            if tp not in answers:
+                answers[tp] = _fetch_partition(target.index, target.error, part=target.part)
+            else:
+                answers[tp]["error_code"] = target.error
+            continue
+        assert target.name is not None
+        if got >= max_records or total_bytes >= max_bytes:
+            break
+        sp = _share_partition(broker, group, target)
+        if sp is None:
+            continue
+        share_key = (group, target.topic_id, target.index)
+        plog = target.part.log
+        sp.skip_below(plog.log_start_offset)
+        sp.expire_locks(now)
+        hw = plog.high_watermark
+        keys.append((target.name, target.index))
+        first = sp.first_acquirable(hw)
+        data = b""
+        runs: list[tuple[int, int, int]] = []
+        if first is not None:
+            try:
+                data = plog.read(first, max(max_bytes - total_bytes, 1), hw, True).records
+            except OSError:
+                answers[tp] = _fetch_partition(target.index, E.KAFKA_STORAGE_ERROR,
+                                               part=target.part)
+                continue
+            except OffsetOutOfRange:  # retention moved the log start meanwhile
+                data = b""
+            headers = list(iter_batch_headers(data))
+            runs = sp.acquire(member, [(h.base_offset, h.last_offset, h.is_control)
+                                       for h in headers], max_records - got, now)
+            if runs:
+                last = runs[-1][1]
+                end = next((h.position + h.size for h in headers if h.last_offset >= last),
+                           len(data))
+                data = bytes(data[:end])
+        broker.share.partitions.persist(share_key, sp)
+        if not runs:
+            continue
+        got += sum(b - a + 1 for a, b, _ in runs)
+        total_bytes += len(data)
+        answer = answers.get(tp)
+        if answer is None:
+            answers[tp] = _fetch_partition(target.index, part=target.part, records=data,
+                                           acquired=runs)
+        else:
+            answer["records"] = data
+            answer["acquired_records"] = _fetch_partition(0, acquired=runs)["acquired_records"]
+    return got, keys
+
+
+async def handle_share_acknowledge(broker: ShareServices, ctx: RequestContext,
+                                   req: Any) -> dict[str, Any]:
+    bad = _request_check(ctx, req)
+    if bad is not None:
+        return _top_error(*bad, fetch=False)
+    group, member = req.group_id, req.member_id
+    epoch = req.share_session_epoch
+    if epoch == INITIAL_EPOCH:
+        return _top_error(INVALID_SHARE_SESSION_EPOCH,
+                          "A share session cannot be opened by ShareAcknowledge.", fetch=False)
+    key = (group, member)
+    try:
+        broker.share.sessions.lookup(key, epoch)
+    except SessionError as e:
+        return _top_error(e.code, e.message, fetch=False)
+    readable = _readable(broker, ctx, [t.topic_id for t in req.topics])
+    responses = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            target = _Target(broker, readable, t.topic_id, p.partition_index)
+            code = _acknowledge(broker, group, member, target, p.acknowledgement_batches)
+            parts.append({"partition_index": p.partition_index, "error_code": code,
+                          "error_message": None, "current_leader": _leader(target.part)})
+        responses.append({"topic_id": t.topic_id, "partitions": parts})
+    if epoch == FINAL_EPOCH:
+        _close(broker, key)
+    return {"error_code": E.NONE, "error_message": None, "responses": responses,
+            "node_endpoints": []}
