@@ -187,6 +187,11 @@ def _group_requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]
             {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
         api.ApiKey.DELETE_SHARE_GROUP_OFFSETS: {"group_id": group + "-share-idle",
                                                 "topics": [{"topic_name": topic}]},
+        # the metadata quorum and log dirs (a path the broker does not have: LOG_DIR_NOT_FOUND)
+        api.ApiKey.DESCRIBE_QUORUM: {"topics": [
+            {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
+        api.ApiKey.ALTER_REPLICA_LOG_DIRS: {"dirs": [
+            {"path": "/nonexistent-odradek-dir", "topics": [{"name": topic, "partitions": [0]}]}]},
         api.ApiKey.DESCRIBE_CLIENT_QUOTAS: {
             "components": [{"entity_type": "user", "match_type": 2, "match": None}],
             "strict": False},
@@ -246,6 +251,7 @@ EXPECTED_ERRORS = {
     api.ApiKey.ALTER_PARTITION_REASSIGNMENTS: {85},  # cancels none: NO_REASSIGNMENT_IN_PROGRESS
     # the transactional id / producer id are made up on purpose:
     api.ApiKey.ADD_PARTITIONS_TO_TXN: {49},  # INVALID_PRODUCER_ID_MAPPING
+    api.ApiKey.ALTER_REPLICA_LOG_DIRS: {57},  # LOG_DIR_NOT_FOUND
     api.ApiKey.ADD_OFFSETS_TO_TXN: {49},
     api.ApiKey.END_TXN: {49},
     api.ApiKey.TXN_OFFSET_COMMIT: {48},  # INVALID_TXN_STATE: the group is not in a txn
