@@ -197,7 +197,7 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.DESCRIBE_LOG_DIRS, log_dirs.handle_describe_log_dirs, (
         _cluster(Op.DESCRIBE),)),
     ApiSpec(K.ALTER_REPLICA_LOG_DIRS, log_dirs.handle_alter_replica_log_dirs, (
-        _cluster(Op.ALTER),)),
+        _cluster(Op.ALTER),), denial=log_dirs.alter_replica_log_dirs_errors),
     ApiSpec(K.ELECT_LEADERS, cluster.handle_elect_leaders, (
         _cluster(Op.ALTER),), forwarded=True),
     ApiSpec(K.ALTER_PARTITION_REASSIGNMENTS, reassignment.handle_alter_partition_reassignments,

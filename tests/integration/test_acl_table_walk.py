@@ -41,7 +41,7 @@ AUTH_ERRORS = {"TOPIC_AUTHORIZATION_FAILED": 29, "GROUP_AUTHORIZATION_FAILED": 3
                "CLUSTER_AUTHORIZATION_FAILED": 31, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED": 53}
 # versions that name topics by name (later ones use topic ids, which samples cannot know)
 VERSIONS = {K.FETCH: 12, K.OFFSET_COMMIT: 9, K.OFFSET_FETCH: 9, K.DELETE_TOPICS: 5,
-            K.METADATA: 9}
+            K.METADATA: 9, K.PRODUCE: 12}
 # what a client would send where samples' values mean something else: a consumer's
 # full fetch (no replica id, no session), configs of a topic (resource type 2)
 OVERRIDES: dict[int, dict[str, Any]] = {

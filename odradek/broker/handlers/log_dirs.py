@@ -105,6 +105,18 @@ async def handle_alter_replica_log_dirs(
         {"topic_name": name, "partitions": parts} for name, parts in results.items()]}
 
 
+def alter_replica_log_dirs_errors(req: Any, code: int, message: str) -> dict[str, Any]:
+    """A refused AlterReplicaLogDirs (no ALTER on the cluster): every partition asked
+    for answers the error, as Kafka's does (the response has no top-level code)."""
+    results: dict[str, list[dict[str, Any]]] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            results.setdefault(t.name, []).extend(
+                {"partition_index": p, "error_code": code} for p in t.partitions)
+    return {"throttle_time": 0, "results": [
+        {"topic_name": name, "partitions": parts} for name, parts in results.items()]}
+
+
 def _move(broker: LogDirServices, rm: Any, lm: Any, image: Any, dest: Path | None,
           topic: str, index: int) -> int:
     if dest is None:
