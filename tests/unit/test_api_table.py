@@ -27,8 +27,8 @@ from odradek.protocol import api
 from odradek.protocol.guard import decode_message
 from odradek.security.resources import (
     CLUSTER_NAME,
-    Action,
     AclOperation,
+    Action,
     Principal,
     ResourceType,
 )
