@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from ..protocol import api
 from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
+from ..protocol.fetch_codec import REPLICA_FETCH_VERSION, FetchPosition, encode_replica_fetch
 from ..protocol.records import batch_crc_ok, iter_batch_headers
 from ..replication.follower import follower_high_watermark, truncation_offset
 from ..replication.node import ReplicaHost
@@ -59,7 +60,6 @@ class FetcherHost(ReplicaHost, Protocol):
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-FETCH_VERSION = 12
 NOT_LEADER_ERRORS = {6, 74, 75, 3}  # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC
 
 
@@ -197,7 +197,7 @@ class ReplicaFetcher:
             pass
 
     async def _fetch_once(self, channel: KafkaChannel, parts: list[Partition]) -> bool:
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[FetchPosition]] = {}
         sent: dict[TopicPartition, tuple[int, int]] = {}
         throttled: set[TopicPartition] = set()
         image, now_s, me = self.broker.image, time.monotonic(), self.broker.node_id
@@ -210,29 +210,20 @@ class ReplicaFetcher:
                 if max_bytes <= 0:
                     continue  # the follower throttle is spent: not in this fetch
                 throttled.add(key)
-            by_topic.setdefault(part.topic, []).append({
-                "partition": part.partition,
-                "current_leader_epoch": part.leader_epoch,
-                "fetch_offset": plog.log_end_offset,
-                "last_fetched_epoch": plog.leader_epoch_cache.latest_epoch(),
-                "log_start_offset": plog.log_start_offset,
-                "partition_max_bytes": max_bytes,
-            })
-            sent[key] = (part.leader_epoch, plog.log_end_offset)
+            end = plog.log_end_offset
+            by_topic.setdefault(part.topic, []).append((
+                part.partition, part.leader_epoch, end,
+                plog.leader_epoch_cache.latest_epoch(), plog.log_start_offset, max_bytes))
+            sent[key] = (part.leader_epoch, end)
         if not sent:  # every partition throttled: wait for the bucket, not in a loop
             await self._pause(min(self.quota.seconds_until_available(image, now_s),
                                   self.backoff_s))
             return False
-        request = {
-            "cluster_id": None, "replica_id": self.broker.node_id,
-            "max_wait": self.wait_max_ms, "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": "",
-        }
-        response = await channel.request(
-            api.ApiKey.FETCH, FETCH_VERSION, request,
+        # a full fetch (no session), encoded by hand: it goes out once per append
+        body = encode_replica_fetch(me, self.wait_max_ms, self.min_bytes, self.max_bytes,
+                                    by_topic)
+        response = await channel.request_encoded(
+            api.ApiKey.FETCH, REPLICA_FETCH_VERSION, body,
             timeout_s=self.timeout_s + self.wait_max_ms / 1000,
         )
         if int(getattr(response.error_code, "value", response.error_code)) != 0:

@@ -9,7 +9,11 @@ from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol import api, entities
-from odradek.protocol.fetch_codec import encode_fetch_response
+from odradek.protocol.fetch_codec import (
+    REPLICA_FETCH_VERSION,
+    encode_fetch_response,
+    encode_replica_fetch,
+)
 from odradek.protocol.framing import encode_response_frame
 
 VERSIONS = range(api.SUPPORTED_VERSIONS[api.ApiKey.FETCH][0],
@@ -78,3 +82,32 @@ def test_a_null_topic_id_is_answered_as_the_zero_id():
         resp, _ = entity_reader(cls)(frame, 9)  # size, correlation id, tagged fields
         assert resp.responses[0].topic_id in (None, uuid.UUID(int=0))
         assert resp.responses[0].partitions[0].error_code.value == 100
+
+
+fetch_positions = st.dictionaries(
+    st.text(min_size=1, max_size=30),
+    st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**31 - 1),
+                       st.integers(0, 2**62), st.integers(-1, 2**31 - 1),
+                       st.integers(-1, 2**62), st.integers(0, 2**31 - 1)), max_size=4),
+    max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fetch_positions, st.integers(0, 2**31 - 1), st.integers(0, 30_000),
+       st.integers(0, 2**20))
+def test_replica_fetch_request_matches_kio(topics, replica_id, max_wait_ms, min_bytes):
+    cls = api.request_class(api.ApiKey.FETCH, REPLICA_FETCH_VERSION)
+    request = {
+        "cluster_id": None, "replica_id": replica_id, "max_wait": max_wait_ms,
+        "min_bytes": min_bytes, "max_bytes": 10 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": [
+            {"partition": p, "current_leader_epoch": e, "fetch_offset": o,
+             "last_fetched_epoch": le, "log_start_offset": s, "partition_max_bytes": m}
+            for p, e, o, le, s, m in ps]} for t, ps in topics.items()],
+        "forgotten_topics_data": [], "rack_id": "",
+    }
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, entities.build(cls, request))
+    assert encode_replica_fetch(replica_id, max_wait_ms, min_bytes, 10 << 20,
+                                topics) == buf.getvalue()
