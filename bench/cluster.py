@@ -312,7 +312,11 @@ def main() -> int:
     result["throughput_ratio_rf3_vs_rf1"] = round(c["records_per_s"] / s["records_per_s"], 2)
     result["cpu_ratio_per_record"] = round(
         c["broker_cpu_us_per_record"] / s["broker_cpu_us_per_record"], 2)
-    out = Path(__file__).parent / "results" / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    return write_result("cluster", result)
+
+
+def write_result(kind: str, result: dict[str, Any]) -> int:
+    out = Path(__file__).parent / "results" / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
@@ -338,12 +342,7 @@ def latency_main(args: argparse.Namespace) -> int:
     finally:
         cluster.close()
         shutil.rmtree(base, ignore_errors=True)
-    out = Path(__file__).parent / "results" / f"latency-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
-    print(f"written to {out}")
-    return 0
+    return write_result("latency", result)
 
 
 if __name__ == "__main__":

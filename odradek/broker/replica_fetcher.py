@@ -31,11 +31,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..protocol import api
 from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
-from ..protocol.fetch_codec import REPLICA_FETCH_VERSION, FetchPosition, encode_replica_fetch
+from ..protocol.fetch_codec import (
+    REPLICA_FETCH_VERSION,
+    FetchedPartition,
+    FetchPosition,
+    decode_replica_fetch,
+    encode_replica_fetch,
+)
+from ..protocol.framing import MalformedRequest
 from ..protocol.records import batch_crc_ok, iter_batch_headers
 from ..replication.follower import follower_high_watermark, truncation_offset
 from ..replication.node import ReplicaHost
@@ -222,37 +229,42 @@ class ReplicaFetcher:
         # a full fetch (no session), encoded by hand: it goes out once per append
         body = encode_replica_fetch(me, self.wait_max_ms, self.min_bytes, self.max_bytes,
                                     by_topic)
-        response = await channel.request_encoded(
+        frame, pos = await channel.request_encoded(
             api.ApiKey.FETCH, REPLICA_FETCH_VERSION, body,
             timeout_s=self.timeout_s + self.wait_max_ms / 1000,
         )
-        if int(getattr(response.error_code, "value", response.error_code)) != 0:
+        try:
+            # records stay views into the frame, from the socket to the segment
+            error_code, answers = decode_replica_fetch(frame, pos)
+        except MalformedRequest as e:
+            channel.close()
+            raise ChannelError(f"broker {self.leader_id}: bad Fetch answer: {e}") from e
+        if error_code != 0:
             return True
         failed = False
         rm = self.broker.replica_manager
-        for t in response.responses:
-            for p in t.partitions:
-                key = (t.topic, p.partition_index)
-                if key in throttled:
-                    self.quota.record(image, len(p.records or b""), time.monotonic())
-                current = rm.partitions.get(key)
-                if current is None or current.leader != self.leader_id or key not in sent:
-                    continue
-                epoch, offset = sent[key]
-                if current.leader_epoch != epoch or current.log.log_end_offset != offset:
-                    continue  # changed while the fetch was out: the next fetch decides
-                if not self._apply(current, p):
-                    failed = True
+        for p in answers:
+            key = (p.topic, p.partition)
+            if key in throttled:
+                self.quota.record(image, len(p.records), time.monotonic())
+            current = rm.partitions.get(key)
+            if current is None or current.leader != self.leader_id or key not in sent:
+                continue
+            epoch, offset = sent[key]
+            if current.leader_epoch != epoch or current.log.log_end_offset != offset:
+                continue  # changed while the fetch was out: the next fetch decides
+            if not self._apply(current, p):
+                failed = True
         return failed
 
-    def _apply(self, part: Partition, p: Any) -> bool:
-        code = int(getattr(p.error_code, "value", p.error_code))
+    def _apply(self, part: Partition, p: FetchedPartition) -> bool:
+        code = p.error_code
         plog = part.log
         name = f"{part.topic}-{part.partition}"
         if code in NOT_LEADER_ERRORS:
             return False  # the metadata will move us; sync() wakes the fetcher
         if code == 1:  # OFFSET_OUT_OF_RANGE
-            leader_start = int(p.log_start_offset)
+            leader_start = p.log_start_offset
             if plog.log_end_offset < leader_start:
                 log.warning("%s: behind the leader's log start %d: starting over there",
                             name, leader_start)
@@ -266,12 +278,11 @@ class ReplicaFetcher:
             log.info("%s: fetch from leader %d answered error %d", name, self.leader_id, code)
             return False
         diverging = p.diverging_epoch
-        if diverging is not None and (diverging.epoch != -1 or diverging.end_offset != -1):
-            self._truncate_diverging(part, int(diverging.epoch), int(diverging.end_offset))
+        if diverging is not None and diverging != (-1, -1):
+            self._truncate_diverging(part, *diverging)
             return True
         data = p.records
         if data:
-            data = bytes(data)
             headers = [h for h in iter_batch_headers(data)]
             if headers:
                 for h in headers:
@@ -285,7 +296,7 @@ class ReplicaFetcher:
                 flusher = self.broker.log_manager.flusher
                 if info.flush_needed and flusher is not None:
                     flusher.request_flush(plog)
-        hw = int(p.high_watermark)
+        hw = p.high_watermark
         if hw >= 0:
             plog.set_high_watermark(
                 follower_high_watermark(hw, plog.log_end_offset, plog.high_watermark))

@@ -28,6 +28,7 @@ from kio.serial import entity_writer
 
 from . import api, entities
 from .frame_protocol import FrameProtocol
+from .framing import skip_tagged_fields
 from .guard import decode_message
 
 CLIENT_ID = b"odradek-broker"
@@ -202,12 +203,20 @@ class KafkaChannel:
 
     async def request_encoded(
         self, api_key: int, version: int, body: bytes, timeout_s: float = 10.0
-    ) -> Any:
-        """`request` with the body already encoded (a hot path's own encoder,
-        e.g. the replica fetcher's `fetch_codec.encode_replica_fetch`)."""
+    ) -> tuple[bytes | bytearray, int]:
+        """A request whose body a hot path encoded itself, answered with the
+        response frame and where its body starts, for that path's own decoder
+        (the replica fetcher: `fetch_codec.encode_replica_fetch` and
+        `decode_replica_fetch`)."""
         frame, corr = self._frame_of(api_key, version, body)
-        return self._decode_response(api_key, version, corr,
-                                     await self._round_trip(frame, timeout_s))
+        response = await self._round_trip(frame, timeout_s)
+        if len(response) < 4 or struct.unpack_from(">i", response, 0)[0] != corr:
+            self.close()
+            raise ChannelError(f"{self.host}:{self.port}: the answer is not to request {corr}")
+        pos = 4
+        if api.response_header_version(api_key, version) >= 1:
+            pos = skip_tagged_fields(memoryview(response), pos)
+        return response, pos
 
 
 STOP_WAIT_S = 2.0
