@@ -3,7 +3,9 @@
 `ReplicaFetcherManager.sync` follows the replica manager: every partition this
 node follows (a replica, not the leader, with a leader) is fetched by the
 fetcher of its leader's broker, over one connection per source broker (Kafka's
-`num.replica.fetchers=1`). A fetcher sends full Fetch v12 requests with this
+`num.replica.fetchers=1`). The request and its answer are encoded and read by
+hand (`protocol/fetch_codec.py`): the records stay views into the received
+frame down to the segment write. A fetcher sends full Fetch v12 requests with this
 node's replica id, for each partition its log end offset, its leader epoch
 and the latest epoch in its leader-epoch cache (KIP-320's last fetched
 epoch). For each partition in the answer:
