@@ -21,6 +21,16 @@ acknowledgement of the first record sent after it. Timeouts are lowered as
 Kafka's own tests lower them (broker.session.timeout.ms=2000,
 broker.heartbeat.interval.ms=250): fencing the dead leader dominates.
 
+Latency (`--latency`): on each setup, a topic with one partition (RF=1 on
+the single node; RF=3, min.insync.replicas=2 on the cluster), one producer
+(acks=all, linger.ms=5 as bench/run.py) paced at `--rate` records/s for `--seconds` and one
+consumer (fetch.wait.max.ms=100, assigned, no group) reading from the start: p50/p99/max of the
+produce latency (send -> acknowledgement) and of the end-to-end latency
+(send -> the consumer has it; the high watermark gates it, so at RF=3 it
+includes replication).
+
+    python bench/cluster.py --latency --rate 5000 --seconds 10
+
 Results are printed and written to bench/results/cluster-<time>.json.
 """
 
@@ -31,6 +41,7 @@ import json
 import os
 import shutil
 import statistics
+import struct
 import sys
 import tempfile
 import threading
@@ -41,7 +52,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import psutil
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.broker_proc import BrokerProcess
@@ -125,6 +136,89 @@ def throughput(bootstrap: str, topic: str, records: int, size: int,
     }
 
 
+def _percentiles(samples_ms: list[float]) -> dict[str, float]:
+    ordered = sorted(samples_ms)
+    if not ordered:
+        return {}
+
+    def at(q: float) -> float:
+        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+    return {"n": len(ordered), "p50_ms": at(0.50), "p99_ms": at(0.99),
+            "max_ms": round(ordered[-1], 2)}
+
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float,
+            size: int = 100) -> dict[str, Any]:
+    """Paced acks=all produce; produce and end-to-end latency percentiles."""
+    total = int(rate * seconds)
+    sent_at: list[float] = [0.0] * total
+    acked_ms: list[float] = []
+    e2e_ms: list[float] = []
+    errors: list[str] = []
+    done = threading.Event()
+
+    def consume() -> None:
+        seen = 0
+        deadline = time.monotonic() + seconds + 60
+        while seen < total and time.monotonic() < deadline:
+            m = consumer.poll(0.1)  # at once when a record is there (consume(n) waits for n)
+            if m is not None and m.error() is None:
+                now = time.perf_counter()
+                (i,) = struct.unpack_from(">i", m.value())
+                if i >= 0:  # not a warm-up record
+                    e2e_ms.append((now - sent_at[i]) * 1000)
+                    seen += 1
+        done.set()
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        now = time.perf_counter()
+        if err is not None:
+            errors.append(str(err))
+            return
+        (i,) = struct.unpack_from(">i", msg.value())
+        acked_ms.append((now - sent_at[i]) * 1000)
+
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+                  "on_delivery": on_delivery, "message.timeout.ms": 60_000})
+    for _ in range(50):  # warm: connections and metadata, not measured
+        p.produce(topic, b"\xff\xff\xff\xff", partition=0,
+                  on_delivery=lambda err, msg: None)
+    p.flush(30)
+    # the consumer reads the partition from offset 0 (no group: no rebalance in
+    # the measurement) and is ready once it has seen a warm-up record
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap, "group.id": f"lat-{topic}",
+        "enable.auto.commit": False, "fetch.wait.max.ms": 100, "fetch.min.bytes": 1,
+    })
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    ready = time.monotonic() + 30
+    while not consumer.consume(1, 0.5) and time.monotonic() < ready:
+        pass
+    reader = threading.Thread(target=consume, daemon=True)
+    pad = b"x" * max(0, size - 4)
+    t0 = time.perf_counter()
+    reader.start()
+    for i in range(total):
+        due = t0 + i / rate
+        while True:
+            now = time.perf_counter()
+            if now >= due:
+                break
+            p.poll(min(due - now, 0.001))
+        sent_at[i] = time.perf_counter()
+        p.produce(topic, struct.pack(">i", i) + pad, partition=0)
+        p.poll(0)
+    p.flush(60)
+    done.wait(seconds + 60)
+    consumer.close()
+    assert not errors, errors[:3]
+    e2e = [v for v in e2e_ms if v >= 0]
+    return {"rate": rate, "seconds": seconds, "size": size,
+            "achieved_rate": round(total / (time.perf_counter() - t0)),
+            "produce": _percentiles(acked_ms), "e2e": _percentiles(e2e)}
+
+
 def failover_round(cluster: ClusterProcesses, topic: str) -> float:
     p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
                   "enable.idempotence": True, "linger.ms": 0, "message.timeout.ms": 60_000,
@@ -179,7 +273,13 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3, help="failover rounds")
+    ap.add_argument("--latency", action="store_true",
+                    help="only the paced latency runs (RF=1 and RF=3, acks=all)")
+    ap.add_argument("--rate", type=int, default=5000, help="records/s of the latency runs")
+    ap.add_argument("--seconds", type=float, default=10.0, help="length of a latency run")
     args = ap.parse_args()
+    if args.latency:
+        return latency_main(args)
     base = Path(tempfile.mkdtemp(prefix="odradek-bench-cluster-"))
     result: dict[str, Any] = {"box_cpus": os.cpu_count()}
 
@@ -212,12 +312,37 @@ def main() -> int:
     result["throughput_ratio_rf3_vs_rf1"] = round(c["records_per_s"] / s["records_per_s"], 2)
     result["cpu_ratio_per_record"] = round(
         c["broker_cpu_us_per_record"] / s["broker_cpu_us_per_record"], 2)
-    out = Path(__file__).parent / "results" / f"cluster-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    return write_result("cluster", result)
+
+
+def write_result(kind: str, result: dict[str, Any]) -> int:
+    out = Path(__file__).parent / "results" / f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     print(f"written to {out}")
     return 0
+
+
+def latency_main(args: argparse.Namespace) -> int:
+    base = Path(tempfile.mkdtemp(prefix="odradek-bench-latency-"))
+    result: dict[str, Any] = {"box_cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]}
+    single = BrokerProcess(data_dir=base / "single").start()
+    try:
+        create(single.bootstrap, "lat", 1, 1)
+        result["single_rf1"] = latency(single.bootstrap, "lat", args.rate, args.seconds)
+        print("single node, RF=1, acks=all:", result["single_rf1"], flush=True)
+    finally:
+        single.close()
+    cluster = ClusterProcesses(base / "cluster", brokers=3).start()
+    try:
+        create(cluster.bootstrap, "lat", 1, 3, {"min.insync.replicas": "2"})
+        result["cluster_rf3"] = latency(cluster.bootstrap, "lat", args.rate, args.seconds)
+        print("3 brokers, RF=3, acks=all:", result["cluster_rf3"], flush=True)
+    finally:
+        cluster.close()
+        shutil.rmtree(base, ignore_errors=True)
+    return write_result("latency", result)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,9 @@
 `ReplicaFetcherManager.sync` follows the replica manager: every partition this
 node follows (a replica, not the leader, with a leader) is fetched by the
 fetcher of its leader's broker, over one connection per source broker (Kafka's
-`num.replica.fetchers=1`). A fetcher sends full Fetch v12 requests with this
+`num.replica.fetchers=1`). The request and its answer are encoded and read by
+hand (`protocol/fetch_codec.py`): the records stay views into the received
+frame down to the segment write. A fetcher sends full Fetch v12 requests with this
 node's replica id, for each partition its log end offset, its leader epoch
 and the latest epoch in its leader-epoch cache (KIP-320's last fetched
 epoch). For each partition in the answer:
@@ -31,10 +33,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..protocol import api
 from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
+from ..protocol.fetch_codec import (
+    REPLICA_FETCH_VERSION,
+    FetchedPartition,
+    FetchPosition,
+    decode_replica_fetch,
+    encode_replica_fetch,
+)
+from ..protocol.framing import MalformedRequest
 from ..protocol.records import batch_crc_ok, iter_batch_headers
 from ..replication.follower import follower_high_watermark, truncation_offset
 from ..replication.node import ReplicaHost
@@ -59,7 +69,6 @@ class FetcherHost(ReplicaHost, Protocol):
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-FETCH_VERSION = 12
 NOT_LEADER_ERRORS = {6, 74, 75, 3}  # NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC
 
 
@@ -197,7 +206,7 @@ class ReplicaFetcher:
             pass
 
     async def _fetch_once(self, channel: KafkaChannel, parts: list[Partition]) -> bool:
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[FetchPosition]] = {}
         sent: dict[TopicPartition, tuple[int, int]] = {}
         throttled: set[TopicPartition] = set()
         image, now_s, me = self.broker.image, time.monotonic(), self.broker.node_id
@@ -210,58 +219,54 @@ class ReplicaFetcher:
                 if max_bytes <= 0:
                     continue  # the follower throttle is spent: not in this fetch
                 throttled.add(key)
-            by_topic.setdefault(part.topic, []).append({
-                "partition": part.partition,
-                "current_leader_epoch": part.leader_epoch,
-                "fetch_offset": plog.log_end_offset,
-                "last_fetched_epoch": plog.leader_epoch_cache.latest_epoch(),
-                "log_start_offset": plog.log_start_offset,
-                "partition_max_bytes": max_bytes,
-            })
-            sent[key] = (part.leader_epoch, plog.log_end_offset)
+            end = plog.log_end_offset
+            by_topic.setdefault(part.topic, []).append((
+                part.partition, part.leader_epoch, end,
+                plog.leader_epoch_cache.latest_epoch(), plog.log_start_offset, max_bytes))
+            sent[key] = (part.leader_epoch, end)
         if not sent:  # every partition throttled: wait for the bucket, not in a loop
             await self._pause(min(self.quota.seconds_until_available(image, now_s),
                                   self.backoff_s))
             return False
-        request = {
-            "cluster_id": None, "replica_id": self.broker.node_id,
-            "max_wait": self.wait_max_ms, "min_bytes": self.min_bytes,
-            "max_bytes": self.max_bytes, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": "",
-        }
-        response = await channel.request(
-            api.ApiKey.FETCH, FETCH_VERSION, request,
+        # a full fetch (no session), encoded by hand: it goes out once per append
+        body = encode_replica_fetch(me, self.wait_max_ms, self.min_bytes, self.max_bytes,
+                                    by_topic)
+        frame, pos = await channel.request_encoded(
+            api.ApiKey.FETCH, REPLICA_FETCH_VERSION, body,
             timeout_s=self.timeout_s + self.wait_max_ms / 1000,
         )
-        if int(getattr(response.error_code, "value", response.error_code)) != 0:
+        try:
+            # records stay views into the frame, from the socket to the segment
+            error_code, answers = decode_replica_fetch(frame, pos)
+        except MalformedRequest as e:
+            channel.close()
+            raise ChannelError(f"broker {self.leader_id}: bad Fetch answer: {e}") from e
+        if error_code != 0:
             return True
         failed = False
         rm = self.broker.replica_manager
-        for t in response.responses:
-            for p in t.partitions:
-                key = (t.topic, p.partition_index)
-                if key in throttled:
-                    self.quota.record(image, len(p.records or b""), time.monotonic())
-                current = rm.partitions.get(key)
-                if current is None or current.leader != self.leader_id or key not in sent:
-                    continue
-                epoch, offset = sent[key]
-                if current.leader_epoch != epoch or current.log.log_end_offset != offset:
-                    continue  # changed while the fetch was out: the next fetch decides
-                if not self._apply(current, p):
-                    failed = True
+        for p in answers:
+            key = (p.topic, p.partition)
+            if key in throttled:
+                self.quota.record(image, len(p.records), time.monotonic())
+            current = rm.partitions.get(key)
+            if current is None or current.leader != self.leader_id or key not in sent:
+                continue
+            epoch, offset = sent[key]
+            if current.leader_epoch != epoch or current.log.log_end_offset != offset:
+                continue  # changed while the fetch was out: the next fetch decides
+            if not self._apply(current, p):
+                failed = True
         return failed
 
-    def _apply(self, part: Partition, p: Any) -> bool:
-        code = int(getattr(p.error_code, "value", p.error_code))
+    def _apply(self, part: Partition, p: FetchedPartition) -> bool:
+        code = p.error_code
         plog = part.log
         name = f"{part.topic}-{part.partition}"
         if code in NOT_LEADER_ERRORS:
             return False  # the metadata will move us; sync() wakes the fetcher
         if code == 1:  # OFFSET_OUT_OF_RANGE
-            leader_start = int(p.log_start_offset)
+            leader_start = p.log_start_offset
             if plog.log_end_offset < leader_start:
                 log.warning("%s: behind the leader's log start %d: starting over there",
                             name, leader_start)
@@ -275,12 +280,11 @@ class ReplicaFetcher:
             log.info("%s: fetch from leader %d answered error %d", name, self.leader_id, code)
             return False
         diverging = p.diverging_epoch
-        if diverging is not None and (diverging.epoch != -1 or diverging.end_offset != -1):
-            self._truncate_diverging(part, int(diverging.epoch), int(diverging.end_offset))
+        if diverging is not None and diverging != (-1, -1):
+            self._truncate_diverging(part, *diverging)
             return True
         data = p.records
         if data:
-            data = bytes(data)
             headers = [h for h in iter_batch_headers(data)]
             if headers:
                 for h in headers:
@@ -294,7 +298,7 @@ class ReplicaFetcher:
                 flusher = self.broker.log_manager.flusher
                 if info.flush_needed and flusher is not None:
                     flusher.request_flush(plog)
-        hw = int(p.high_watermark)
+        hw = p.high_watermark
         if hw >= 0:
             plog.set_high_watermark(
                 follower_high_watermark(hw, plog.log_end_offset, plog.high_watermark))

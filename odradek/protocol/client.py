@@ -27,6 +27,8 @@ from typing import Any, Protocol
 from kio.serial import entity_writer
 
 from . import api, entities
+from .frame_protocol import FrameProtocol
+from .framing import skip_tagged_fields
 from .guard import decode_message
 
 CLIENT_ID = b"odradek-broker"
@@ -64,8 +66,8 @@ class KafkaChannel:
         self.ssl_context = ssl_context
         self.sasl = sasl
         self._reauth_at: float | None = None  # time.monotonic() to renew the SASL session
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._transport: asyncio.Transport | None = None
+        self._protocol: FrameProtocol | None = None
         self._lock = asyncio.Lock()
         self._correlation_id = 0
 
@@ -73,7 +75,7 @@ class KafkaChannel:
         return f"KafkaChannel({self.host}:{self.port})"
 
     async def _connect(self, timeout_s: float) -> None:
-        if self._writer is not None and not self._writer.is_closing():
+        if self._transport is not None and not self._transport.is_closing():
             if self._reauth_at is None or time.monotonic() < self._reauth_at:
                 return
             self.close()  # the SASL session is about to expire: a new one
@@ -81,9 +83,11 @@ class KafkaChannel:
             tls: dict[str, Any] = {} if self.ssl_context is None else {
                 "ssl": self.ssl_context, "server_hostname": self.host,
                 "ssl_handshake_timeout": timeout_s}
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20, **tls), timeout_s
-            )
+            loop = asyncio.get_running_loop()
+            transport, protocol = await asyncio.wait_for(loop.create_connection(
+                lambda: FrameProtocol(MAX_RESPONSE_BYTES), self.host, self.port, **tls),
+                timeout_s)
+            self._transport, self._protocol = transport, protocol
         except (TimeoutError, OSError) as e:  # ssl.SSLError is an OSError
             raise ChannelError(f"cannot connect to {self.host}:{self.port}: {e}") from e
         if self.sasl is not None:
@@ -129,39 +133,39 @@ class KafkaChannel:
         return self._decode_response(api_key, version, frame[1], response)
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._writer = None
-        self._reader = None
+        if self._transport is not None:
+            self._transport.close()
+        self._transport = None
+        self._protocol = None
 
     def _next_correlation_id(self) -> int:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         return self._correlation_id
 
-    async def _round_trip(self, frame_without_size: bytes, timeout_s: float) -> bytes:
+    async def _round_trip(self, frame_without_size: bytes,
+                          timeout_s: float) -> bytes | bytearray:
         async with self._lock:
             try:
                 await self._connect(timeout_s)
                 return await self._send_receive(frame_without_size, timeout_s)
-            except (TimeoutError, OSError, asyncio.IncompleteReadError) as e:
+            except (TimeoutError, OSError) as e:  # FrameError, a lost connection: OSError
                 self.close()
                 raise ChannelError(f"{self.host}:{self.port}: {type(e).__name__} {e}") from e
             except BaseException:
                 self.close()
                 raise
 
-    async def _send_receive(self, frame_without_size: bytes, timeout_s: float) -> bytes:
+    async def _send_receive(self, frame_without_size: bytes,
+                            timeout_s: float) -> bytes | bytearray:
         # locals: close() from another task may drop the attributes meanwhile
-        reader, writer = self._reader, self._writer
-        if reader is None or writer is None:
+        transport, protocol = self._transport, self._protocol
+        if transport is None or protocol is None:
             raise ChannelError(f"{self.host}:{self.port}: closed")
-        writer.write(struct.pack(">i", len(frame_without_size)) + frame_without_size)
-        await asyncio.wait_for(writer.drain(), timeout_s)
-        size_bytes = await asyncio.wait_for(reader.readexactly(4), timeout_s)
-        (size,) = struct.unpack(">i", size_bytes)
-        if size < 4 or size > MAX_RESPONSE_BYTES:
-            raise ChannelError(f"bad response size {size}")
-        return await asyncio.wait_for(reader.readexactly(size), timeout_s)
+        transport.write(struct.pack(">i", len(frame_without_size)) + frame_without_size)
+        # one timer for the whole exchange (wait_for made a task for each step)
+        async with asyncio.timeout(timeout_s):
+            await protocol.drain()
+            return await protocol.next_frame()
 
     def _request_frame(self, api_key: int, version: int,
                        data: dict[str, Any]) -> tuple[bytes, int]:
@@ -169,19 +173,25 @@ class KafkaChannel:
         request_cls = api.request_class(api_key, version)
         body = io.BytesIO()
         entity_writer(request_cls)(body, entities.build(request_cls, data))
+        return self._frame_of(api_key, version, body.getvalue())
+
+    def _frame_of(self, api_key: int, version: int, body: bytes) -> tuple[bytes, int]:
         corr = self._next_correlation_id()
         header = struct.pack(">hhih", api_key, version, corr, len(self.client_id)) + self.client_id
         if api.request_header_version(api_key, version) >= 2:
             header += b"\x00"
-        return header + body.getvalue(), corr
+        return header + body, corr
 
-    def _decode_response(self, api_key: int, version: int, corr: int, frame: bytes) -> Any:
+    def _decode_response(self, api_key: int, version: int, corr: int,
+                         frame: bytes | bytearray) -> Any:
         (got,) = struct.unpack_from(">i", frame, 0)
         if got != corr:
             self.close()
             raise ChannelError(f"correlation id {got} answers {corr}")
         pos = 4 + (1 if api.response_header_version(api_key, version) >= 1 else 0)
-        return decode_message(api.response_class(api_key, version), frame, pos)
+        # kio reads read-only buffers: a large frame is a bytearray (frame_protocol.py)
+        view = frame if type(frame) is bytes else memoryview(frame).toreadonly()
+        return decode_message(api.response_class(api_key, version), view, pos)
 
     async def request(
         self, api_key: int, version: int, data: dict[str, Any], timeout_s: float = 10.0
@@ -190,6 +200,23 @@ class KafkaChannel:
         frame, corr = self._request_frame(api_key, version, data)
         return self._decode_response(api_key, version, corr,
                                      await self._round_trip(frame, timeout_s))
+
+    async def request_encoded(
+        self, api_key: int, version: int, body: bytes, timeout_s: float = 10.0
+    ) -> tuple[bytes | bytearray, int]:
+        """A request whose body a hot path encoded itself, answered with the
+        response frame and where its body starts, for that path's own decoder
+        (the replica fetcher: `fetch_codec.encode_replica_fetch` and
+        `decode_replica_fetch`)."""
+        frame, corr = self._frame_of(api_key, version, body)
+        response = await self._round_trip(frame, timeout_s)
+        if len(response) < 4 or struct.unpack_from(">i", response, 0)[0] != corr:
+            self.close()
+            raise ChannelError(f"{self.host}:{self.port}: the answer is not to request {corr}")
+        pos = 4
+        if api.response_header_version(api_key, version) >= 1:
+            pos = skip_tagged_fields(memoryview(response), pos)
+        return response, pos
 
 
 STOP_WAIT_S = 2.0

@@ -110,8 +110,9 @@ class LeaderReplication:
         plog.set_high_watermark(hw)
         key = (part.topic, part.partition)
         self.hw_waiters.notify(key)
-        # consumers parked on this partition may now see records
-        self.broker.replica_manager.purgatory.notify(key)
+        # consumers parked on this partition may now see records (followers
+        # parked on it read to the log end: the HW alone gives them nothing)
+        self.broker.replica_manager.purgatory.notify_consumers(key)
         return True
 
     def on_leader_append(self, part: Partition) -> None:

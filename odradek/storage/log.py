@@ -199,7 +199,7 @@ class PartitionLog(LocalLog):
         )
 
     def append_as_follower(
-        self, records: bytes | bytearray, headers: list[BatchHeader]
+        self, records: bytes | bytearray | memoryview, headers: list[BatchHeader]
     ) -> AppendInfo:
         """Append batches whose offsets the leader assigned (replication, tiered
         restore); they must start at or after log_end_offset and increase."""
@@ -220,7 +220,7 @@ class PartitionLog(LocalLog):
 
     def _append(
         self,
-        records: bytes | bytearray,
+        records: bytes | bytearray | memoryview,
         headers: list[BatchHeader],
         now_ms: int,
         log_append_time_ms: int,

@@ -3,14 +3,18 @@
 import io
 import uuid
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.serial import entity_reader, entity_writer
 
 from odradek.protocol import api, entities
-from odradek.protocol.fetch_codec import encode_fetch_response
-from odradek.protocol.framing import encode_response_frame
+from odradek.protocol.fetch_codec import (
+    REPLICA_FETCH_VERSION,
+    decode_replica_fetch,
+    encode_fetch_response,
+    encode_replica_fetch,
+)
+from odradek.protocol.framing import MalformedRequest, encode_response_frame
 
 VERSIONS = range(api.SUPPORTED_VERSIONS[api.ApiKey.FETCH][0],
                  api.SUPPORTED_VERSIONS[api.ApiKey.FETCH][1] + 1)
@@ -78,3 +82,83 @@ def test_a_null_topic_id_is_answered_as_the_zero_id():
         resp, _ = entity_reader(cls)(frame, 9)  # size, correlation id, tagged fields
         assert resp.responses[0].topic_id in (None, uuid.UUID(int=0))
         assert resp.responses[0].partitions[0].error_code.value == 100
+
+
+fetch_positions = st.dictionaries(
+    st.text(min_size=1, max_size=30),
+    st.lists(st.tuples(st.integers(0, 2**31 - 1), st.integers(-1, 2**31 - 1),
+                       st.integers(0, 2**62), st.integers(-1, 2**31 - 1),
+                       st.integers(-1, 2**62), st.integers(0, 2**31 - 1)), max_size=4),
+    max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(fetch_positions, st.integers(0, 2**31 - 1), st.integers(0, 30_000),
+       st.integers(0, 2**20))
+def test_replica_fetch_request_matches_kio(topics, replica_id, max_wait_ms, min_bytes):
+    cls = api.request_class(api.ApiKey.FETCH, REPLICA_FETCH_VERSION)
+    request = {
+        "cluster_id": None, "replica_id": replica_id, "max_wait": max_wait_ms,
+        "min_bytes": min_bytes, "max_bytes": 10 << 20, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": t, "partitions": [
+            {"partition": p, "current_leader_epoch": e, "fetch_offset": o,
+             "last_fetched_epoch": le, "log_start_offset": s, "partition_max_bytes": m}
+            for p, e, o, le, s, m in ps]} for t, ps in topics.items()],
+        "forgotten_topics_data": [], "rack_id": "",
+    }
+    buf = io.BytesIO()
+    entity_writer(cls)(buf, entities.build(cls, request))
+    assert encode_replica_fetch(replica_id, max_wait_ms, min_bytes, 10 << 20,
+                                topics) == buf.getvalue()
+
+
+diverging = st.one_of(st.just(None), st.tuples(st.integers(-1, 2**31 - 1),
+                                               st.integers(-1, 2**62)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(resps=responses, diverge=st.lists(diverging, min_size=12, max_size=12),
+       code=st.sampled_from([0, 7]))
+def test_replica_fetch_answer_reads_as_kio_reads_it(resps, diverge, code):
+    """The follower's decoder agrees with kio's reader on any v12 answer (the
+    leader's own encoder writes it), and gives records as views, not copies."""
+    k = iter(diverge)
+    for t in resps:
+        for p in t["partitions"]:
+            d = next(k, None)
+            if d is not None:
+                p["diverging_epoch"] = {"epoch": d[0], "end_offset": d[1]}
+    data = {"throttle_time": 0, "error_code": code, "session_id": 0, "responses": resps}
+    frame = b"".join(encode_fetch_response(REPLICA_FETCH_VERSION, 9, data))[4:]
+    cls = api.response_class(api.ApiKey.FETCH, REPLICA_FETCH_VERSION)
+    expected, _ = entity_reader(cls)(frame, 5)
+    got_code, got = decode_replica_fetch(frame, 5)
+    assert got_code == code
+    want = [(t.topic, p) for t in expected.responses for p in t.partitions]
+    assert len(got) == len(want)
+    for mine, (topic, theirs) in zip(got, want, strict=True):
+        assert (mine.topic, mine.partition, mine.error_code, mine.high_watermark,
+                mine.log_start_offset) == (topic, theirs.partition_index,
+                                           int(theirs.error_code), theirs.high_watermark,
+                                           theirs.log_start_offset)
+        assert isinstance(mine.records, memoryview)
+        assert bytes(mine.records) == bytes(theirs.records or b"")
+        de = theirs.diverging_epoch
+        if de.epoch == -1 and de.end_offset == -1:
+            assert mine.diverging_epoch in (None, (-1, -1))
+        else:
+            assert mine.diverging_epoch == (de.epoch, de.end_offset)
+
+
+@settings(max_examples=60, deadline=None)
+@given(resps=responses, cut=st.integers(0, 10_000), flip=st.integers(0, 255))
+def test_a_cut_or_corrupt_replica_fetch_answer_raises_malformed_only(resps, cut, flip):
+    data = {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": resps}
+    frame = bytearray(b"".join(encode_fetch_response(REPLICA_FETCH_VERSION, 9, data))[4:])
+    at = 5 + cut % max(len(frame) - 5, 1)
+    for bad in (frame[:at], frame[:at] + bytes([flip]) + frame[at + 1:]):
+        try:
+            decode_replica_fetch(bytes(bad), 5)
+        except MalformedRequest:
+            pass

@@ -138,7 +138,8 @@ async def handle_follower_fetch(
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             break
-        if not await broker.replica_manager.purgatory.wait_for_any(keys, remaining):
+        if not await broker.replica_manager.purgatory.wait_for_any(keys, remaining,
+                                                                   replica=True):
             # timed out: answer once more with the latest state (no records)
             continue
     return {"error_code": 0, "session_id": 0, "responses": responses}
