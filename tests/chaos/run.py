@@ -52,6 +52,7 @@ class Report:
     keyed_acked: int
     commits: int
     readings: int
+    client_deaths: list[str]
 
     def line(self) -> str:
         f = ", ".join(f"{k} {v}" for k, v in self.faults.items())
@@ -59,7 +60,9 @@ class Report:
                 f"acknowledged and read back; transactions {self.txn_committed} committed, "
                 f"{self.txn_aborted} aborted, {self.txn_unknown} unknown; "
                 f"{self.keyed_acked} keyed records compacted right; {self.commits} group "
-                f"commits and {self.readings} offset readings never went backwards")
+                f"commits and {self.readings} offset readings never went backwards; "
+                f"{len(self.client_deaths)} client process(es) died on their own and were "
+                f"replaced" + "".join(f"\n  {d}" for d in self.client_deaths))
 
 
 def _increasing(seq: list[dict[int, int]], what: str) -> None:
@@ -145,11 +148,13 @@ def run(base: Path, seconds: float, seed: int, log: Any = print) -> Report:
             "min.cleanable.dirty.ratio": "0.01", "min.compaction.lag.ms": "0",
             "delete.retention.ms": "1000"})
         boot = cluster.bootstrap
-        numbered = W.NumberedProducer(boot, interval_s=0.002)
-        keyed = W.KeyedProducer(boot, interval_s=0.005)
-        txn = W.TxnProducer(boot, interval_s=0.05, seed=seed)
-        group = W.GroupConsumer(boot)
-        watcher = W.OffsetWatcher(boot)
+        logs = base / "clients"
+        logs.mkdir(exist_ok=True)
+        numbered = W.NumberedProducer(boot, 0.002, logs)
+        keyed = W.KeyedProducer(boot, 0.005, logs)
+        txn = W.TxnProducer(boot, 0.05, seed, logs)
+        group = W.GroupConsumer(boot, logs)
+        watcher = W.OffsetWatcher(boot, logs)
         clients = [numbered, keyed, txn, group, watcher]
         for t in clients:
             t.start()
@@ -163,7 +168,7 @@ def run(base: Path, seconds: float, seed: int, log: Any = print) -> Report:
         elapsed = time.monotonic() - faults.started
         cluster.heal_all()
         for t in clients:
-            t.stop.set()
+            t.finish()
         for t in clients:
             t.join(400)
             assert not t.is_alive(), f"{t.name} did not finish"
@@ -172,12 +177,12 @@ def run(base: Path, seconds: float, seed: int, log: Any = print) -> Report:
         check(cluster, numbered, keyed, txn, group, watcher)
         report = Report(elapsed, faults.counts(), numbered.acked_count(), len(txn.committed),
                         len(txn.aborted), len(txn.unknown), keyed.acked, len(group.commits),
-                        len(watcher.readings))
+                        len(watcher.readings), [d for t in clients for d in t.deaths])
         log(report.line())
         return report
     finally:
         for t in clients:
-            t.stop.set()
+            t.kill()
         cluster.close()
 
 
