@@ -23,7 +23,7 @@ clients finish, and `check` asserts:
 - every broker is registered and every partition's ISR is whole again.
 
 The CI variant is tests/integration/test_chaos.py (ODRADEK_CHAOS_S seconds of
-faults, 90 by default).
+faults, 60 by default).
 """
 
 from __future__ import annotations

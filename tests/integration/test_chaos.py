@@ -1,4 +1,4 @@
-"""The chaos run, bounded for CI: ODRADEK_CHAOS_S seconds of faults (default 90).
+"""The chaos run, bounded for CI: ODRADEK_CHAOS_S seconds of faults (default 60).
 
 tests/chaos/run.py has what it does and checks; `scripts/chaos --minutes 30`
 runs it as long as wanted. The seed is fixed here unless ODRADEK_CHAOS_SEED
@@ -16,7 +16,7 @@ from tests.chaos.run import run
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
-CHAOS_S = float(os.environ.get("ODRADEK_CHAOS_S", "90"))
+CHAOS_S = float(os.environ.get("ODRADEK_CHAOS_S", "60"))
 SEED = int(os.environ.get("ODRADEK_CHAOS_SEED", "20261125"))
 
 
