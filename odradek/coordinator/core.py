@@ -19,27 +19,21 @@ The core never reads a clock or touches a file: `now_ms` and the topic view
 `service.py` appends the records, resolves the waiting requests and calls
 `tick` on a timer.
 
-Offsets retention (Kafka's rule): offsets of an empty group expire
-`offsets.retention.minutes` after the later of the commit and the moment the
-group became empty (for a group without a protocol, after the commit); in a
-group with members, offsets of topics no member subscribes to expire after the
-commit. An empty group with no offsets left is deleted.
+Committed offsets (commit, fetch, delete, expiry) are `offsets.py`'s OffsetsState,
+which GroupCoordinator extends with the group protocols.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from . import classic_members, consumer_state, migration
 from . import errors as E
 from .classic import (
     DEAD,
-    EMPTY,
     ClassicGroup,
-    Effects,
     JoinRequest,
     SyncRequest,
     join_error,
@@ -54,13 +48,13 @@ from .consumer import (
 )
 from .consumer_protocol import encode_assignment, encode_subscription
 from .group_load import GroupLoad
-from .records import OffsetValue, group_key, group_value, offset_key, offset_value
+from .offsets import OffsetCommit, OffsetsState, Out
+from .records import group_key, group_value
 from .state import (
     MAX_GROUPS,
     OFFSETS_TOPIC,
     CoordinatorConfig,
     Group,
-    GroupState,
     java_string_hashcode,
     partition_for,
 )
@@ -80,24 +74,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MAX_GROUP_ID_LENGTH = 32767
 
-
-@dataclass(slots=True)
-class OffsetCommit:
-    topic: str
-    partition: int
-    offset: int
-    leader_epoch: int
-    metadata: str | None
-
-
-@dataclass(slots=True)
-class Out(Effects):
-    records: list[tuple[int, bytes, bytes | None]] = field(default_factory=list)
-
-
-class GroupCoordinator(GroupState):
+class GroupCoordinator(OffsetsState):
     """The protocol over the state (`state.py`): every method takes time and requests
     and leaves its records in an `Out`."""
 
@@ -109,25 +87,7 @@ class GroupCoordinator(GroupState):
         # read at each heartbeat as Kafka's GroupConfigManager is
         self.consumer_configs: Mapping[str, ConsumerConfig] = {}
 
-    # -- ownership -----------------------------------------------------------------------
-
-    def coordinator_error(self, key: str) -> int:
-        """NONE when this broker coordinates `key`'s partition (loaded or loading),
-        else NOT_COORDINATOR: FindCoordinator answers this broker during a load."""
-        p = self.partition_for(key)
-        return E.NONE if p in self.loaded or p in self.loading else E.NOT_COORDINATOR
-
-    def check(self, group_id: str | None) -> int:
-        if not group_id:
-            return E.INVALID_GROUP_ID
-        if len(group_id) > MAX_GROUP_ID_LENGTH:
-            return E.INVALID_GROUP_ID
-        p = self.partition_for(group_id)
-        if p in self.loading:
-            return E.COORDINATOR_LOAD_IN_PROGRESS
-        if p not in self.loaded:
-            return E.NOT_COORDINATOR
-        return E.NONE
+    # -- loading --------------------------------------------------------------------
 
     def begin_load(self, partition: int) -> GroupLoad:
         """Start loading `partition`: its groups answer COORDINATOR_LOAD_IN_PROGRESS
@@ -292,113 +252,6 @@ class GroupCoordinator(GroupState):
         self.flush_dirty(out)
         return E.NONE, results
 
-    # -- offsets ----------------------------------------------------------------------------------
-
-    def commit_offsets(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        commits: list[OffsetCommit],
-        api_version: int,
-        now_ms: int,
-        out: Out,
-    ) -> list[int]:
-        code = self.check(group_id)
-        if code == E.NONE:
-            code = self._validate_commit(
-                group_id, member_id, instance_id, generation, api_version, now_ms
-            )
-        if code != E.NONE:
-            return [code] * len(commits)
-        partition = self.partition_for(group_id)
-        stored = self.offsets.setdefault(group_id, {})
-        codes = []
-        for c in commits:
-            metadata = c.metadata or ""
-            if len(metadata.encode()) > self.config.offset_metadata_max_bytes:
-                codes.append(E.OFFSET_METADATA_TOO_LARGE)
-                continue
-            value = OffsetValue(c.offset, c.leader_epoch, metadata, now_ms)
-            stored[(c.topic, c.partition)] = value
-            out.records.append(
-                (partition, offset_key(group_id, c.topic, c.partition), offset_value(value))
-            )
-            codes.append(E.NONE)
-        return codes
-
-    def _validate_commit(
-        self,
-        group_id: str,
-        member_id: str,
-        instance_id: str | None,
-        generation: int,
-        api_version: int,
-        now_ms: int,
-    ) -> int:
-        group = self.groups.get(group_id)
-        if group is None:
-            if generation >= 0:
-                return E.GROUP_ID_NOT_FOUND if api_version >= 9 else E.ILLEGAL_GENERATION
-            if len(self.groups) >= MAX_GROUPS:
-                return E.COORDINATOR_NOT_AVAILABLE
-            self.groups[group_id] = ClassicGroup(group_id, self.config.limits, now_ms)
-            return E.NONE
-        if isinstance(group, ConsumerGroup):
-            code = group.validate_offset_commit(member_id, generation)
-            member = group.members.get(member_id)
-            if api_version < 9 and member is not None and not member.is_classic and code in (
-                    E.NONE, E.STALE_MEMBER_EPOCH):
-                # a consumer-protocol member must commit with OffsetCommit v9+
-                # (STALE_MEMBER_EPOCH came with v9); TxnOffsetCommit passes 9
-                return E.UNSUPPORTED_VERSION
-            return code
-        if group.state == DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        if generation < 0 and group.state == EMPTY:
-            return E.NONE  # an admin commit: no member, no generation
-        if group.state == "CompletingRebalance":
-            return E.REBALANCE_IN_PROGRESS
-        if instance_id is not None:
-            current = group.static_members.get(instance_id)
-            if current is not None and current != member_id:
-                return E.FENCED_INSTANCE_ID
-        if member_id not in group.members:
-            return E.UNKNOWN_MEMBER_ID
-        if generation != group.generation:
-            return E.ILLEGAL_GENERATION
-        group.member_heartbeat_from_commit(member_id, now_ms)
-        return E.NONE
-
-    def fetch_offsets(
-        self,
-        group_id: str,
-        wanted: list[tuple[str, list[int]]] | None,
-        member_id: str | None = None,
-        member_epoch: int = -1,
-    ) -> tuple[int, dict[str, list[tuple[int, OffsetValue | None]]]]:
-        """(group error, topic -> [(partition, committed offset or None)])."""
-        code = self.check(group_id)
-        if code != E.NONE:
-            return code, {}
-        group = self.groups.get(group_id)
-        if member_id is not None and isinstance(group, ConsumerGroup):
-            m = group.members.get(member_id)
-            if m is None:
-                return E.UNKNOWN_MEMBER_ID, {}
-            if member_epoch != m.member_epoch:
-                return E.STALE_MEMBER_EPOCH, {}
-        stored = self.offsets.get(group_id, {})
-        result: dict[str, list[tuple[int, OffsetValue | None]]] = {}
-        if wanted is None:
-            for (topic, p), value in sorted(stored.items()):
-                result.setdefault(topic, []).append((p, value))
-        else:
-            for topic, parts in wanted:
-                result.setdefault(topic, []).extend((p, stored.get((topic, p))) for p in parts)
-        return E.NONE, result
-
     # -- admin ------------------------------------------------------------------------------------
 
     def describe_group(self, group_id: str, topics: TopicsView | None = None) -> dict[str, Any]:
@@ -422,7 +275,8 @@ class GroupCoordinator(GroupState):
                         "client_id": m.client_id,
                         "client_host": m.client_host,
                         # a classic member's own subscription bytes, as it sent them
-                        "member_metadata": m.classic_protocols[0][1] if m.classic_protocols
+                        "member_metadata": m.classic_protocols[0][1]
+                        if m.classic_protocols
                         else encode_subscription(m.subscribed_topic_names),
                         "member_assignment": encode_assignment(
                             {names[t]: sorted(ps) for t, ps in m.assigned.items() if t in names}
@@ -479,49 +333,6 @@ class GroupCoordinator(GroupState):
             return E.NON_EMPTY_GROUP
         self._delete(group_id, out)
         return E.NONE
-
-    def _delete(self, group_id: str, out: Out) -> None:
-        partition = self.partition_for(group_id)
-        for topic, p in sorted(self.offsets.pop(group_id, {})):
-            out.records.append((partition, offset_key(group_id, topic, p), None))
-        group = self.groups.pop(group_id, None)
-        if isinstance(group, ConsumerGroup):
-            consumer_state.tombstones(group, partition, out.records)
-            return
-        if isinstance(group, ClassicGroup):
-            group.mark_dead(out)
-        out.records.append((partition, group_key(group_id), None))
-
-    def delete_offsets(
-        self, group_id: str, wanted: list[tuple[str, list[int]]], out: Out
-    ) -> tuple[int, dict[str, list[tuple[int, int]]]]:
-        code = self.check(group_id)
-        if code != E.NONE:
-            return code, {}
-        group = self.groups.get(group_id)
-        if group is None or (isinstance(group, ClassicGroup) and group.state == DEAD):
-            return E.GROUP_ID_NOT_FOUND, {}
-        subscribed: set[str] = set()
-        if not group.is_empty:
-            if isinstance(group, ClassicGroup):
-                found = group.subscribed_topics()
-                if found is None:
-                    return E.NON_EMPTY_GROUP, {}
-                subscribed = found
-            else:
-                subscribed = {t for m in group.members.values() for t in m.subscribed_topic_names}
-        partition = self.partition_for(group_id)
-        stored = self.offsets.get(group_id, {})
-        result: dict[str, list[tuple[int, int]]] = {}
-        for topic, parts in wanted:
-            for p in parts:
-                if topic in subscribed:
-                    result.setdefault(topic, []).append((p, E.GROUP_SUBSCRIBED_TO_TOPIC))
-                    continue
-                if stored.pop((topic, p), None) is not None:
-                    out.records.append((partition, offset_key(group_id, topic, p), None))
-                result.setdefault(topic, []).append((p, E.NONE))
-        return E.NONE, result
 
     # -- KIP-848 ------------------------------------------------------------------------------
 
@@ -632,33 +443,3 @@ class GroupCoordinator(GroupState):
                 if not (removed and self._maybe_downgrade(group, topics, now_ms, out)):
                     consumer_state.persist(group, self.partition_for(group.group_id), out.records)
         self.flush_dirty(out)
-
-    def expire_offsets(self, now_ms: int, topics: TopicsView, out: Out) -> int:
-        retention = self.config.offsets_retention_ms
-        expired = 0
-        for group_id in list(self.groups):
-            group = self.groups[group_id]
-            stored = self.offsets.get(group_id, {})
-            if isinstance(group, ClassicGroup):
-                if group.state == DEAD:
-                    continue
-                subscribed = None if group.is_empty else group.subscribed_topics()
-                if not group.is_empty and subscribed is None:
-                    continue  # not a consumer protocol: offsets stay while it has members
-                since = group.state_timestamp_ms if group.is_empty and group.protocol_type else 0
-            else:
-                subscribed = None if group.is_empty else group.subscribed_topics(topics)
-                since = 0
-            partition = self.partition_for(group_id)
-            for (topic, p), value in list(stored.items()):
-                if subscribed is not None and topic in subscribed:
-                    continue
-                if max(value.commit_timestamp_ms, since) + retention <= now_ms:
-                    del stored[(topic, p)]
-                    out.records.append((partition, offset_key(group_id, topic, p), None))
-                    expired += 1
-            if not stored:
-                self.offsets.pop(group_id, None)
-                if group.is_empty and (not isinstance(group, ClassicGroup) or group.state == EMPTY):
-                    self._delete(group_id, out)
-        return expired

@@ -6,22 +6,26 @@ group lives (`partition_for`). `core.py`'s GroupCoordinator is a GroupState with
 the protocol on top; the two helpers that fill or change the state from outside
 the protocol, a partition's replay (`group_load.py`) and transactional offsets
 becoming committed ones (`txn_offsets.py`), take a GroupState. So this module
-sits below all three, and none of them imports another's class back.
+sits below all three, and none of them imports another's class back. Committed
+offsets are `offsets.py`'s `OffsetsState`, a GroupState that `GroupCoordinator`
+extends.
 
-Imports only the group models (`classic.py`, `consumer.py`) and the record
-values (`records.py`).
+Imports only the error codes, the group models (`classic.py`, `consumer.py`) and the
+record values (`records.py`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import errors as E
 from .classic import ClassicGroup, GroupLimits
 from .consumer import ConsumerConfig, ConsumerGroup
 from .records import OffsetValue
 
 OFFSETS_TOPIC = "__consumer_offsets"
 MAX_GROUPS = 100_000  # groups per broker; a new group beyond it is refused
+MAX_GROUP_ID_LENGTH = 32767
 
 Group = ClassicGroup | ConsumerGroup
 TopicPartition = tuple[str, int]
@@ -65,6 +69,24 @@ class GroupState:
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.config.num_partitions)
+
+    def coordinator_error(self, key: str) -> int:
+        """NONE when this broker coordinates `key`'s partition (loaded or loading),
+        else NOT_COORDINATOR: FindCoordinator answers this broker during a load."""
+        p = self.partition_for(key)
+        return E.NONE if p in self.loaded or p in self.loading else E.NOT_COORDINATOR
+
+    def check(self, group_id: str | None) -> int:
+        if not group_id:
+            return E.INVALID_GROUP_ID
+        if len(group_id) > MAX_GROUP_ID_LENGTH:
+            return E.INVALID_GROUP_ID
+        p = self.partition_for(group_id)
+        if p in self.loading:
+            return E.COORDINATOR_LOAD_IN_PROGRESS
+        if p not in self.loaded:
+            return E.NOT_COORDINATOR
+        return E.NONE
 
     def materialize_offsets(
         self, group_id: str, offsets: dict[TopicPartition, OffsetValue]
