@@ -130,6 +130,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # no rule for a fenced producer's batch: its PRODUCER_FENCED never reaches a
     # Produce answer (txn_verification.py maps it, as Kafka's AddPartitionsToTxnManager),
     # and a walk of every answer would cost the hot path
+    # (KIP-890's TRANSACTION_ABORTABLE, v11+, is mapped by the handler: no rule here,
+    # so the hot path's answers are never walked)
     ApiSpec(K.PRODUCE, produce.handle_produce, (
         _txn_id(Op.WRITE), _topic(Op.WRITE, "topic_data[].name"))),
     # consumers: READ on each topic; followers (replica_id >= 0): CLUSTER_ACTION
@@ -280,7 +282,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _txn_id(Op.WRITE, "transactional_id / transactions[].transactional_id"),
         _topic(Op.WRITE, "topics[].name"),
         Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "v4+ verify-only batches")),
-        older_errors=fenced_since(2)),
+        older_errors=(*fenced_since(2),
+                      OlderError(VE.TRANSACTION_ABORTABLE, 5, VE.INVALID_TXN_STATE))),
     ApiSpec(K.ADD_OFFSETS_TO_TXN, txn.handle_add_offsets_to_txn, (
         _txn_id(Op.WRITE), _group(Op.READ, "group_id")), older_errors=fenced_since(2)),
     ApiSpec(K.END_TXN, txn.handle_end_txn, (_txn_id(Op.WRITE),),
@@ -290,7 +293,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE, "the whole request"),)),
     ApiSpec(K.TXN_OFFSET_COMMIT, txn.handle_txn_offset_commit, (
         _txn_id(Op.WRITE), _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].name")),
-        older_errors=(OlderError(VE.PRODUCER_FENCED, NEVER, VE.INVALID_PRODUCER_EPOCH),)),
+        older_errors=(OlderError(VE.PRODUCER_FENCED, NEVER, VE.INVALID_PRODUCER_EPOCH),
+                      OlderError(VE.TRANSACTION_ABORTABLE, 4, VE.INVALID_TXN_STATE))),
     ApiSpec(K.DESCRIBE_PRODUCERS, txn.handle_describe_producers, (
         _topic(Op.READ, "topics[].name"),)),
     ApiSpec(K.DESCRIBE_TRANSACTIONS, txn.handle_describe_transactions, (

@@ -8,7 +8,8 @@
   transactional id is asked directly when it lives on this broker; otherwise
   `txn_verification.py` asked the coordinator's broker before the appends
   and its answer comes in as ``verified``. A partition not in the ongoing
-  transaction of that producer id and epoch gets INVALID_TXN_STATE.
+  transaction of that producer id and epoch gets TRANSACTION_ABORTABLE (the
+  produce handler answers INVALID_TXN_STATE to versions below 11).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ def check_producer_batch(
     if verified is not None:
         if verified.error_code != E.NONE:
             why = None
-            if verified.error_code == E.INVALID_TXN_STATE:
+            if verified.error_code in (E.TRANSACTION_ABORTABLE, E.INVALID_TXN_STATE):
                 why = (f"Partition {topic}-{partition} is not in the ongoing transaction "
                        f"of {transactional_id!r}")
             return Verdict((verified.error_code, why))
@@ -65,7 +66,7 @@ def check_producer_batch(
             code = coordinator.verify_partition(
                 transactional_id, header.producer_id, header.producer_epoch, topic, partition
             )
-            if code == E.INVALID_TXN_STATE:
+            if code in (E.TRANSACTION_ABORTABLE, E.INVALID_TXN_STATE):
                 why = (f"Partition {topic}-{partition} is not in the ongoing transaction "
                        f"of {transactional_id!r}")
                 return Verdict((code, why))

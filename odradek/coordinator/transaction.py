@@ -43,6 +43,7 @@ MAX_TRANSACTIONAL_IDS = 100_000  # per broker; a new id beyond it is refused
 MAX_PARTITIONS_PER_TXN = 100_000
 
 INVALID_TXN_STATE = 48
+TRANSACTION_ABORTABLE = 120
 INVALID_PRODUCER_ID_MAPPING = 49
 INVALID_TRANSACTION_TIMEOUT = 50
 CONCURRENT_TRANSACTIONS = 51
@@ -276,7 +277,12 @@ class TransactionCoordinator:
 
     def verify_partition(self, transactional_id: str, producer_id: int, epoch: int,
                          tp: TopicPartition) -> int:
-        """KIP-890 part 1: is ``tp`` in the ongoing transaction of this producer?"""
+        """KIP-890 part 1: is ``tp`` in the ongoing transaction of this producer?
+
+        A partition the producer did not add (or a transaction that has ended:
+        Empty, CompleteCommit, CompleteAbort) is TRANSACTION_ABORTABLE, as Kafka's
+        coordinator answers since 3.8: the producer may abort and carry on. Answers
+        of versions that cannot carry it say INVALID_TXN_STATE (`broker/apis.py`)."""
         if self.partition_for(transactional_id) not in self.loaded:
             return E.NONE  # another broker's id: not verified here
         txn = self.txns.get(transactional_id)
@@ -284,8 +290,10 @@ class TransactionCoordinator:
             return INVALID_TXN_STATE
         if epoch < txn.producer_epoch:
             return INVALID_PRODUCER_EPOCH
-        if txn.state != TxnState.ONGOING or tp not in txn.partitions:
+        if txn.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
             return INVALID_TXN_STATE
+        if txn.state != TxnState.ONGOING or tp not in txn.partitions:
+            return TRANSACTION_ABORTABLE
         return E.NONE
 
     # -- EndTxn -----------------------------------------------------------------------------------

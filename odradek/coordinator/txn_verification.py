@@ -8,11 +8,11 @@ late or stray write would leave a transaction that no marker ever closes (a
 hanging transaction). When this broker is the coordinator of the
 transactional id, `producer_checks.py` asks it directly. Otherwise, before
 the appends of a Produce request, `TxnVerifier.verify` asks the coordinator's
-broker with AddPartitionsToTxn v4 and `verify_only=true`, one call for all
+broker with AddPartitionsToTxn v5 and `verify_only=true`, one call for all
 such partitions of the request, and hands each partition a `Verified`:
 
-* an error: INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH as the coordinator
-  said (PRODUCER_FENCED, which no Produce version carries, as
+* an error: TRANSACTION_ABORTABLE (the partition is not in the transaction),
+  INVALID_TXN_STATE or INVALID_PRODUCER_EPOCH as the coordinator said (PRODUCER_FENCED, which no Produce version carries, as
   INVALID_PRODUCER_EPOCH: Kafka's AddPartitionsToTxnManager); coordinator conditions a producer cannot act on in a
   Produce answer (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
   COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS, or no answer within
@@ -47,7 +47,8 @@ from .transaction import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
-VERIFY_VERSION = 4  # the first AddPartitionsToTxn version with verify_only
+# AddPartitionsToTxn v4 brought verify_only; v5 may answer TRANSACTION_ABORTABLE
+VERIFY_VERSION = 5
 VERIFY_TIMEOUT_S = 5.0
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 _RETRIABLE = frozenset(

@@ -116,7 +116,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.CREATE_TOPICS: (2, 7),
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
-    ApiKey.INIT_PRODUCER_ID: (0, 4),
+    # v5 (KIP-890) lets the answer carry TRANSACTION_ABORTABLE: same fields
+    ApiKey.INIT_PRODUCER_ID: (0, 5),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
@@ -153,12 +154,14 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
-    # Transactions (KIP-98, KIP-890). EndTxn v4 and TxnOffsetCommit v4 let the
-    # answer carry TRANSACTION_ABORTABLE (odradek never answers it); their v5
+    # Transactions (KIP-98, KIP-890). EndTxn v4, TxnOffsetCommit v4, AddOffsetsToTxn
+    # v4 and AddPartitionsToTxn v5 let the answer carry TRANSACTION_ABORTABLE (of
+    # these, odradek answers it only to a verify-only AddPartitionsToTxn v5 for a
+    # partition outside the transaction, as Kafka does); EndTxn's and TxnOffsetCommit's v5
     # are transactions v2 (with transaction.version 2: the epoch bump, the
     # implicit add of the group's partition; coordinator/transaction.py).
-    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 4),
-    ApiKey.ADD_OFFSETS_TO_TXN: (0, 3),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 5),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),  # v5: the implicit add of transactions v2

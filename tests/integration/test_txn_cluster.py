@@ -17,6 +17,7 @@ from tests.integration.txn_helpers import call, read_values, txn_producer
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
 INVALID_TXN_STATE = 48
+TRANSACTION_ABORTABLE = 120
 
 
 @pytest.fixture
@@ -117,11 +118,11 @@ def test_kip890_a_leader_verifies_a_txn_write_with_the_coordinator_on_another_br
 
     pid, epoch = _until_ok(init, "InitProducerId")
 
-    def produce(seq: int) -> tuple[int, int]:
+    def produce(seq: int, version: int = 9) -> tuple[int, int]:
         batch = build_batch([Record(offset=-1, timestamp=1_700_000_000_000, value=b"v%d" % seq)],
                             producer_id=pid, producer_epoch=epoch, base_sequence=seq,
                             is_transactional=True)
-        r = call(at_leader, api.ApiKey.PRODUCE, 9, {
+        r = call(at_leader, api.ApiKey.PRODUCE, version, {
             "transactional_id": tid, "acks": -1, "timeout": 5000,
             "topic_data": [{"name": topic_name,
                             "partition_data": [{"index": partition, "records": batch}]}]})
@@ -136,8 +137,11 @@ def test_kip890_a_leader_verifies_a_txn_write_with_the_coordinator_on_another_br
         return r.results_by_topic_v3_and_below[0].results_by_partition[0] \
             .partition_error_code.value
 
-    # Not added to the transaction: the leader asks the coordinator, which says no.
+    # Not added to the transaction: the leader asks the coordinator, which says no:
+    # TRANSACTION_ABORTABLE to Produce v11+ (the client may abort and go on),
+    # INVALID_TXN_STATE to the versions before
     assert produce(0)[0] == INVALID_TXN_STATE
+    assert produce(0, version=11)[0] == TRANSACTION_ABORTABLE
     assert add_partition() == 0
     assert produce(0) == (0, 0)
     assert produce(1) == (0, 1)  # the transaction is open here: no second question

@@ -87,6 +87,7 @@ def test_transaction_version_is_finalized_by_update_features_and_survives_restar
 
 TS = 1_700_000_000_000
 INVALID_EPOCH, INVALID_TXN_STATE, PRODUCER_FENCED = 47, 48, 90
+TRANSACTION_ABORTABLE = 120  # KIP-890: Produce v11+ instead of INVALID_TXN_STATE
 
 
 def _init(bootstrap: str, tid: str) -> tuple[int, int]:
@@ -183,13 +184,16 @@ def test_produce_v12_adds_partitions_to_the_transaction_itself(broker_factory, t
     create_topic(b.bootstrap, topic_name, 2)
     tid = "tx-v2-implicit"
     pid, epoch = _init(b.bootstrap, tid)
-    # transaction.version 0: Produce v12 is verified as v11 is (KIP-890 part 1)
+    # transaction.version 0: Produce v12 is verified as v11 is (KIP-890 part 1); v10
+    # cannot carry TRANSACTION_ABORTABLE
     assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 0, [b"no"]) == \
+        TRANSACTION_ABORTABLE
+    assert _produce(b.bootstrap, 10, topic_name, tid, pid, epoch, 0, [b"no"]) == \
         INVALID_TXN_STATE
     enable_tv2(b.bootstrap)
     # v11 still needs AddPartitionsToTxn; v12 adds the partition itself
     assert _produce(b.bootstrap, 11, topic_name, tid, pid, epoch, 0, [b"no"]) == \
-        INVALID_TXN_STATE
+        TRANSACTION_ABORTABLE
     assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 0, [b"c0"], 0) == NONE
     assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 0, [b"c1"], 1) == NONE
     assert _produce(b.bootstrap, 12, topic_name, tid, pid, epoch, 1, [b"c2"], 1) == NONE
@@ -240,7 +244,9 @@ def test_txn_offset_commit_v5_adds_the_groups_partition_itself(broker_factory, t
     while (code := _commit_offset(b.bootstrap, 5, tid, group, pid, epoch, topic_name, 7)) in (
             14, 15, 16) and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert code == INVALID_TXN_STATE
+    assert code == TRANSACTION_ABORTABLE  # v4+ carry it; v3 and below: INVALID_TXN_STATE
+    assert _commit_offset(b.bootstrap, 3, tid, group, pid, epoch, topic_name, 7) == \
+        INVALID_TXN_STATE
     enable_tv2(b.bootstrap)
     assert _commit_offset(b.bootstrap, 3, tid, group, pid, epoch, topic_name, 7) == \
         INVALID_TXN_STATE

@@ -12,6 +12,7 @@ from odradek.coordinator.transaction import (
     INVALID_TRANSACTION_TIMEOUT,
     INVALID_TXN_STATE,
     PRODUCER_FENCED,
+    TRANSACTION_ABORTABLE,
     TransactionCoordinator,
     TxnConfig,
     TxnOut,
@@ -67,7 +68,7 @@ def test_commit_flow_writes_prepare_then_complete():
     assert (code, epoch) == (0, 0)
     assert core.add_partitions("a", pid, epoch, [("t", 0), ("t", 1)], 1, out) == 0
     assert core.verify_partition("a", pid, epoch, ("t", 1)) == 0
-    assert core.verify_partition("a", pid, epoch, ("t", 2)) == INVALID_TXN_STATE
+    assert core.verify_partition("a", pid, epoch, ("t", 2)) == TRANSACTION_ABORTABLE
     assert core.end_txn("a", pid, epoch, True, 2, out) == 0
     assert [s.state for _, s in _replay(out)] == [
         TxnState.EMPTY, TxnState.ONGOING, TxnState.PREPARE_COMMIT]

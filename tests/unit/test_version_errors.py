@@ -43,6 +43,11 @@ def test_other_version_dependent_codes():
     assert _rewritten(K.DELETE_TOPICS, 3, {"responses": [{"error_code": 73}]}) == {
         "responses": [{"error_code": 73}]}
     assert _rewritten(K.LIST_OFFSETS, 4, {"error_code": 78})["error_code"] == 5
+    # KIP-890's TRANSACTION_ABORTABLE (120): AddPartitionsToTxn v5, TxnOffsetCommit v4
+    assert _rewritten(K.ADD_PARTITIONS_TO_TXN, 4, {"error_code": 120})["error_code"] == 48
+    assert _rewritten(K.ADD_PARTITIONS_TO_TXN, 5, {"error_code": 120})["error_code"] == 120
+    assert _rewritten(K.TXN_OFFSET_COMMIT, 3, {"error_code": 120})["error_code"] == 48
+    assert _rewritten(K.TXN_OFFSET_COMMIT, 4, {"error_code": 120})["error_code"] == 120
     # other codes and fields are left alone
     assert _rewritten(K.END_TXN, 0, {"error_code": 48, "note": 90}) == {
         "error_code": 48, "note": 90}

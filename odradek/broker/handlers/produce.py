@@ -228,7 +228,11 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                     verified.get((name, index)),
                 )
                 if verdict is not None:
-                    parts.append(_partition_error(index, *verdict.error) if verdict.error else {
+                    error = verdict.error
+                    if error and error[0] == E.TRANSACTION_ABORTABLE and ctx.api_version < 11:
+                        # KIP-890: Produce v11 brought the code; before, INVALID_TXN_STATE
+                        error = (E.INVALID_TXN_STATE, error[1])
+                    parts.append(_partition_error(index, *error) if error else {
                         **_partition_error(index, 0),
                         "base_offset": verdict.first_offset,
                         "log_start_offset": plog.log_start_offset,
