@@ -2,14 +2,16 @@
 
     odradek console --bootstrap-server HOST:PORT [--listen 127.0.0.1:9080]
         [--command-config FILE] [--metrics-url http://HOST:PORT/metrics ...]
+        [--sample-interval SECONDS]
 
 Then open the printed address in a browser: the cluster's brokers, topics (with
 their partitions, offsets and configs; create, delete, change a config, add
 partitions), a partition's records (as text, JSON or hex; produce a test record),
 consumer groups (members, lag; reset an inactive group's offsets), transactions and
-producers, ACLs, and, with --metrics-url, numbers from brokers' Prometheus
-endpoints. Everything goes through the Kafka protocol, as the user of
---command-config when given. It listens on the loopback address unless --listen
+producers, ACLs, and, with --metrics-url, numbers and charts from brokers'
+Prometheus endpoints (read in the background every --sample-interval seconds).
+Everything goes through the Kafka protocol, as the user of --command-config when
+given. It listens on the loopback address unless --listen
 says otherwise: anyone who reaches it can change the cluster as that user.
 """
 
@@ -36,6 +38,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--metrics-url", action="append", default=[], metavar="URL",
                         help="a broker's Prometheus endpoint (odradek.metrics.port), "
                              "e.g. http://127.0.0.1:9404/metrics; repeatable")
+    parser.add_argument("--sample-interval", type=float, default=5.0, metavar="SECONDS",
+                        help="how often the console reads the --metrics-url endpoints for "
+                             "its charts, in the background (default: %(default)s)")
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="seconds to wait for the brokers per call (default: %(default)s)")
     parser.set_defaults(handler=_run)
