@@ -8,6 +8,7 @@ import sys
 
 from . import pages_cluster, pages_groups, pages_metrics, pages_topics
 from .client import Clients
+from .sampler import DEFAULT_INTERVAL_S
 from .server import Console, make_server
 
 DEFAULT_LISTEN = "127.0.0.1:9080"
@@ -21,7 +22,7 @@ def parse_listen(text: str) -> tuple[str, int]:
 
 
 def build(clients: Clients, listen_host: str, metrics_urls: list[str],
-          sample_interval_s: float) -> Console:
+          sample_interval_s: float = DEFAULT_INTERVAL_S) -> Console:
     console = Console(clients, listen_host, metrics_urls, sample_interval_s)
     pages_cluster.register(console)
     pages_topics.register(console)

@@ -9,7 +9,8 @@ bytes in and out, under-replicated partitions, ISR shrinks and expansions. The
 series are computed from consecutive scrapes when a page asks: counters as rates
 (a counter that went down, a restarted broker, starts again), latency as the 99th
 percentile of the requests answered between two scrapes (from the histogram's
-bucket deltas, interpolated within a bucket as Prometheus' histogram_quantile does).
+bucket deltas, interpolated within a bucket as Prometheus' histogram_quantile does;
+after a restart, from zero).
 """
 
 from __future__ import annotations
@@ -90,11 +91,14 @@ def _rate(history: list[Scrape], name: str, per_s: float = 1.0) -> list[tuple[fl
 def quantile(q: float, before: list[tuple[float, float]], after: list[tuple[float, float]]
              ) -> float | None:
     """The q-quantile (seconds) of the observations between two reads of a cumulative
-    histogram; None when there were none (or the histogram was reset)."""
+    histogram (all of `after` if the histogram went down: a restarted broker); None
+    when there were none."""
     prev = dict(before)
     deltas = [(le, n - prev.get(le, 0.0)) for le, n in after]
+    if any(d < 0 for _, d in deltas):
+        deltas = after
     total = deltas[-1][1] if deltas else 0.0
-    if total <= 0 or any(d < 0 for _, d in deltas):
+    if total <= 0:
         return None
     rank = q * total
     lower, below = 0.0, 0.0
