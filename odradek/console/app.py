@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
+from http.server import ThreadingHTTPServer
 
 from . import pages_cluster, pages_groups, pages_metrics, pages_topics
 from .client import Clients
@@ -60,3 +62,16 @@ def run(args: argparse.Namespace) -> int:
         console.sampler.stop()
         server.server_close()
     return 0
+
+
+def serve_in_thread(bootstrap: str, listen: str, metrics_urls: list[str]
+                    ) -> ThreadingHTTPServer:
+    """The console for `bootstrap`, served from daemon threads of this process (the
+    broker's own, for `odradek server --console`). ValueError for a bad `listen`,
+    OSError when it cannot listen there."""
+    host, port = parse_listen(listen)
+    console = build(Clients(bootstrap), host, metrics_urls)
+    server = make_server(console, host, port)
+    console.sampler.start()
+    threading.Thread(target=server.serve_forever, name="odradek-console", daemon=True).start()
+    return server

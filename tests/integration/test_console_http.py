@@ -272,3 +272,41 @@ def test_a_three_broker_cluster(tmp_path: Path) -> None:
         if console is not None:
             console.close()
         cluster.close()
+
+
+def test_the_broker_serves_the_console_itself(tmp_path: Path) -> None:
+    """`odradek server --console HOST:PORT`: the same console from the broker's process,
+    for its own listener and metrics endpoint; a bad --console stops start-up (exit 2)."""
+    import subprocess
+    import sys
+
+    from tests.integration.clients import wait_until
+
+    console_port, metrics_port = free_port(), free_port()
+    broker = BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "b.log",
+                           overrides={"odradek.metrics.port": str(metrics_port)},
+                           extra_args=["--console", f"{HOST}:{console_port}"]).start()
+    try:
+        url = f"http://{HOST}:{console_port}"
+
+        def get(path: str) -> str:
+            with urllib.request.urlopen(url + path, timeout=60) as resp:
+                return str(resp.read().decode())
+
+        page = get("/")
+        assert _row(page, "brokers", "1")[1:] == [broker.bootstrap, "-", "broker, controller",
+                                                  "unfenced"]
+        assert _row(page, "quorum", "1")[1] == "leader"
+        # the metrics endpoint was found from odradek.metrics.port, sampled in the background
+        wait_until(lambda: get("/metrics").count("<polyline") >= 3, timeout=30,
+                   desc="the broker's own console charting its metrics")
+        assert f"odradek console for {broker.bootstrap} at {url}/" in broker.log_tail(1 << 22)
+    finally:
+        broker.close()
+    for bad, why in ((["--console", "nowhere"], "--console 'nowhere': expected HOST:PORT"),
+                     (["--console", f"{HOST}:{free_port()}", "--processes", "2"],
+                      "--console goes with one process")):
+        r = subprocess.run([sys.executable, "-m", "odradek", "server", *bad,
+                            "--override", f"log.dirs={tmp_path / 'bad'}"],
+                           capture_output=True, text=True, timeout=60, check=False)
+        assert r.returncode == 2 and why in r.stderr, r.stderr
