@@ -18,6 +18,9 @@ Kafka exposes JMX MBeans; odradek exposes the same ideas with Prometheus names:
     odradek_log_load_partitions_recovered       of those, CRC-scanned (unflushed tail)
     odradek_log_load_recovered_bytes            bytes the recovery scans checked
     odradek_log_load_seconds                    how long the load took
+    odradek_under_replicated_partitions         partitions led here whose ISR lacks a replica
+    odradek_isr_shrinks_total                   ISR shrinks this broker made as leader
+    odradek_isr_expands_total                   ISR expansions this broker made as leader
 
 Per-request cost is one counter increment and one histogram observation; the
 per-partition figures are read only when the endpoint is scraped. Each broker
@@ -31,10 +34,11 @@ from collections.abc import Iterator, Sized
 from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from ..protocol import api
+from ..replication.leader_replication import LeaderReplication
 from ..replication.replica_manager import ReplicaManager
 from ..replication.scrubber import Scrubber
 from ..storage.log_manager import LogManager
@@ -51,6 +55,8 @@ class MetricsHost(Protocol):
     def log_manager(self) -> LogManager: ...
     @property
     def scrubber(self) -> Scrubber: ...
+    @property
+    def replication(self) -> LeaderReplication: ...
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +67,7 @@ class _PartitionCollector(Collector):
     def __init__(self, broker: MetricsHost) -> None:
         self.broker = broker
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         leo = GaugeMetricFamily("odradek_partition_log_end_offset", "Log end offset",
                                 labels=["topic", "partition"])
         lso = GaugeMetricFamily("odradek_partition_log_start_offset", "Log start offset",
@@ -103,6 +109,15 @@ class _PartitionCollector(Collector):
             family = GaugeMetricFamily(name, help_text)
             family.add_metric([], value)
             yield family
+        replication = self.broker.replication
+        under = GaugeMetricFamily("odradek_under_replicated_partitions",
+                                  "Partitions led here whose ISR lacks a replica")
+        under.add_metric([], replication.under_replicated())
+        yield under
+        yield CounterMetricFamily("odradek_isr_shrinks", "ISR shrinks made as leader",
+                                  replication.isr_shrinks)
+        yield CounterMetricFamily("odradek_isr_expands", "ISR expansions made as leader",
+                                  replication.isr_expands)
 
 
 class BrokerMetrics:

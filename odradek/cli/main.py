@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
-from odradek.cli import options, server_processes
+from odradek.cli import console, options, server_processes
 from odradek.cli.server_processes import processes_argument
 from odradek.config import DIFFERENCES_FROM_KAFKA, BrokerConfig, ConfigError
 
@@ -139,6 +139,7 @@ def add_server_parser(subparsers: Any) -> argparse.ArgumentParser:
                         help="run N broker processes on this host, one per core, under "
                              "one supervisor (default 1: this process is the broker); "
                              "see 'multi-process hosts' below")
+    console.add_server_argument(parser)
     parser.set_defaults(handler=run_server_command)
     return parser
 
@@ -146,6 +147,9 @@ def add_server_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run_server_command(args: argparse.Namespace) -> int:
     configure_logging(args.log_level)
     if args.processes > 1:
+        if args.console:
+            return fail("--console goes with one process: run 'odradek console' beside "
+                        "the processes")
         try:
             return server_processes.run(args.config, args.override, args.processes,
                                         args.log_level)
@@ -155,6 +159,10 @@ def run_server_command(args: argparse.Namespace) -> int:
         config = BrokerConfig.load(args.config, args.override)
     except ConfigError as e:
         return fail(e.message)
+    if args.console:
+        why_not = console.start_beside_broker(args.console, config)
+        if why_not is not None:
+            return fail(why_not)
     from odradek.broker.server import run_server  # imported late: keeps --help fast
 
     return run_server(config)

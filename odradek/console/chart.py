@@ -4,7 +4,6 @@ bounded), drawn by a template as an inline SVG polyline (templates/_chart.html).
 from __future__ import annotations
 
 import collections
-import itertools
 import threading
 import time
 
@@ -39,13 +38,3 @@ def points(history: list[tuple[float, float]], width: int = 480, height: int = 1
         x = 0.0 if len(history) == 1 else (t - t0) / span * width
         out.append((round(x, 1), round(height - v / top * height, 1)))
     return out, top
-
-
-def rates(history: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """A counter's history as its rate per second between consecutive samples (a
-    counter that went down, a restarted broker, starts again from there)."""
-    out = []
-    for (t0, v0), (t1, v1) in itertools.pairwise(history):
-        if t1 > t0:
-            out.append((t1, (v1 - v0 if v1 >= v0 else v1) / (t1 - t0)))
-    return out

@@ -1,22 +1,21 @@
-"""The metrics page: a few numbers from brokers' Prometheus endpoints (odradek's
-`odradek.metrics.port`; any exporter's names that match are shown too), read when the
-page is shown: requests and mean latency per API, bytes in and out, connections and
-partitions, and the request rate between loads of the page as a chart ("watch"
-reloads it every few seconds). Plain HTTP GETs of the URLs given with --metrics-url,
-nothing else."""
+"""The metrics page: numbers from brokers' Prometheus endpoints (odradek's
+`odradek.metrics.port`; any exporter's names that match are shown too). The table
+(requests and mean latency per API, bytes in and out, connections and partitions) is
+read when the page is shown; the charts (produce and fetch rates, bytes, p99 latency,
+under-replicated partitions, ISR shrinks and expansions) come from the console's
+background sampler (sampler.py), so they have history without page loads ("watch"
+reloads the page every few seconds). Plain HTTP GETs of the URLs given with
+--metrics-url, nothing else."""
 
 from __future__ import annotations
 
-import urllib.request
 from dataclasses import dataclass, field
+from typing import Any
 
-from . import chart
+from . import chart, sampler
 from .server import Console, Request, Response
 
-MAX_METRICS_BYTES = 8 * 1024 * 1024
-TIMEOUT_S = 5.0
 WATCH_S = 5
-_requests = chart.History()  # each URL's total request count at each load of the page
 
 
 @dataclass
@@ -25,9 +24,7 @@ class BrokerNumbers:
     error: str | None = None
     gauges: dict[str, float] = field(default_factory=dict)
     requests: list[tuple[str, float, float | None]] = field(default_factory=list)
-    rate_points: list[tuple[float, float]] = field(default_factory=list)
-    rate_top: float = 0
-    rate: float | None = None  # requests per second since the page's last load
+    charts: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read(url: str) -> BrokerNumbers:
@@ -35,9 +32,7 @@ def read(url: str) -> BrokerNumbers:
 
     out = BrokerNumbers(url)
     try:
-        with urllib.request.urlopen(url, timeout=TIMEOUT_S) as resp:
-            body = resp.read(MAX_METRICS_BYTES).decode("utf-8", errors="replace")
-        families = list(text_string_to_metric_families(body))
+        families = list(text_string_to_metric_families(sampler.fetch_text(url)))
     except (OSError, ValueError) as e:
         out.error = f"cannot read {url}: {e}"
         return out
@@ -51,20 +46,33 @@ def read(url: str) -> BrokerNumbers:
                 sums[s.labels.get("api", "?")] = s.value
             elif s.name == "odradek_network_bytes_total":
                 out.gauges[f"bytes {s.labels.get('direction', '?')}"] = s.value
-            elif s.name in ("odradek_connections", "odradek_partitions"):
-                out.gauges[s.name.removeprefix("odradek_")] = s.value
+            elif s.name in ("odradek_connections", "odradek_partitions",
+                            "odradek_under_replicated_partitions"):
+                out.gauges[s.name.removeprefix("odradek_").replace("_", " ")] = s.value
     out.requests = sorted(((api, n, sums[api] / n * 1000 if n and api in sums else None)
                            for api, n in counts.items()), key=lambda r: -r[1])
-    rates = chart.rates(_requests.add(url, sum(counts.values())))
-    out.rate_points, out.rate_top = chart.points(rates)
-    out.rate = rates[-1][1] if rates else None
+    return out
+
+
+def _charts(history: list[sampler.Scrape]) -> list[dict[str, Any]]:
+    out = []
+    for s in sampler.series(history):
+        points, top = chart.points(s.points)
+        out.append({"key": s.key, "title": s.title, "unit": s.unit, "points": points,
+                    "top": top, "last": s.last})
     return out
 
 
 def metrics_page(console: Console, req: Request) -> Response:
-    brokers = [read(url) for url in console.metrics_urls]
+    brokers = []
+    for url in console.sampler.urls:
+        numbers = read(url)
+        numbers.charts = _charts(console.sampler.history(url))
+        brokers.append(numbers)
     return console.render("metrics.html", title="Metrics", brokers=brokers,
-                          watch=req.arg("watch") == "1", watch_s=WATCH_S)
+                          watch=req.arg("watch") == "1", watch_s=WATCH_S,
+                          interval_s=console.sampler.interval_s,
+                          span_min=sampler.SAMPLES * console.sampler.interval_s / 60)
 
 
 def register(console: Console) -> None:

@@ -1,4 +1,4 @@
-"""The cluster, topic and message pages. A change is two POSTs: the first renders
+"""The topic and message pages. A change is two POSTs: the first renders
 confirm.html (what will happen, the form's fields kept), the second, with
 confirmed=yes, acts and redirects to the page showing the result."""
 
@@ -8,7 +8,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
-from . import log_dirs, messages, topics
+from . import log_dirs, messages, partition_sizes, topics
 from .client import ConsoleError
 from .server import Console, Request, Response, redirect
 
@@ -45,17 +45,6 @@ def _int(req: Request, name: str, default: int | None = None) -> int | None:
         return int(raw)
     except ValueError:
         raise ConsoleError(f"{name}: not a whole number: {raw!r}") from None
-
-
-def cluster_page(console: Console, req: Request) -> Response:
-    dirs: list[log_dirs.LogDir] = []
-    dirs_error = None
-    try:
-        dirs = log_dirs.log_dirs(console.clients)
-    except (ConsoleError, OSError) as e:  # the brokers' list still shows
-        dirs_error = str(e)
-    return listing(console, "Cluster", "cluster.html", lambda: topics.cluster(console.clients),
-                   name="info", dirs=dirs, dirs_error=dirs_error, human=log_dirs.human)
 
 
 def topics_page(console: Console, req: Request) -> Response:
@@ -96,7 +85,9 @@ def topic_page(console: Console, req: Request, name: str) -> Response:
         detail = topics.topic(console.clients, name)
     except ConsoleError as e:
         return failed(console, f"Topic {name}", str(e), 404)
-    return console.render("topic.html", title=f"Topic {name}", t=detail, done=req.arg("done"))
+    partition_sizes.fill(console.clients, detail)
+    return console.render("topic.html", title=f"Topic {name}", t=detail, done=req.arg("done"),
+                          human=log_dirs.human)
 
 
 def delete_topic(console: Console, req: Request, name: str) -> Response:
@@ -193,7 +184,6 @@ def produce(console: Console, req: Request, name: str) -> Response:
 
 
 PAGES: list[tuple[str, str, Callable[..., Response]]] = [
-    ("GET", "/", cluster_page),
     ("GET", "/topics", topics_page),
     ("GET", "/new-topic", new_topic_page),
     ("POST", "/new-topic", create_topic),

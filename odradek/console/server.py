@@ -29,6 +29,7 @@ from typing import Any
 import jinja2
 
 from .client import Clients
+from .sampler import DEFAULT_INTERVAL_S, Sampler
 
 LOG = logging.getLogger("odradek.console")
 MAX_FORM_BYTES = 1024 * 1024
@@ -70,9 +71,10 @@ def redirect(location: str) -> Response:
 class Console:
     """What every request shares: the Kafka clients, the templates, the form token."""
 
-    def __init__(self, clients: Clients, listen_host: str, metrics_urls: list[str]) -> None:
+    def __init__(self, clients: Clients, listen_host: str, metrics_urls: list[str],
+                 sample_interval_s: float = DEFAULT_INTERVAL_S) -> None:
         self.clients = clients
-        self.metrics_urls = metrics_urls
+        self.sampler = Sampler(metrics_urls, sample_interval_s)
         self.token = secrets.token_urlsafe(32)
         self.loopback_only = _is_loopback(listen_host)
         self.env = jinja2.Environment(

@@ -15,6 +15,8 @@ class Broker:
     host: str
     port: int
     rack: str | None
+    fenced: bool | None = None  # None: the cluster does not say
+    controller: bool = False  # a voter of the metadata quorum too
 
 
 @dataclass
@@ -44,6 +46,9 @@ class PartitionRow:
     earliest: int | None = None
     latest: int | None = None
     error: str | None = None
+    local_bytes: int | None = None  # the leader's replica, from DescribeLogDirs
+    remote_bytes: int | None = None  # the remote tier (tiered topics only)
+    remote_segments: int | None = None
 
     @property
     def under_replicated(self) -> bool:
@@ -65,6 +70,12 @@ class TopicDetail:
     partitions: list[PartitionRow]
     configs: list[ConfigRow] = field(default_factory=list)
     configs_error: str | None = None
+    sizes_error: str | None = None
+
+    @property
+    def tiered(self) -> bool:
+        return any(c.name == "remote.storage.enable" and c.value == "true"
+                   for c in self.configs)
 
 
 def _call(what: str, future: Any, timeout: float) -> Any:

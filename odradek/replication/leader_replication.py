@@ -70,6 +70,9 @@ class LeaderReplication:
         self._isr_in_flight: set[TopicPartition] = set()
         self._tasks: set[asyncio.Task[None]] = set()
         self._shrink_task: asyncio.Task[None] | None = None
+        # ISR changes this leader made (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self.lag_time_max_ms: int = broker.config.get("replica.lag.time.max.ms")
         # bytes answered to throttled out-of-sync followers (handlers/replica_fetch.py)
         self.quota = ReplicationQuota(
@@ -153,6 +156,12 @@ class LeaderReplication:
             self._alter_isr(part, [r for r in part.replicas if r in part.isr or r == replica_id])
         self.maybe_advance_high_watermark(part)
 
+    def under_replicated(self) -> int:
+        """Partitions this broker leads whose ISR lacks a replica."""
+        rm = self.broker.replica_manager
+        return sum(1 for key in list(self.followers)
+                   if (p := rm.partitions.get(key)) is not None and len(p.isr) < len(p.replicas))
+
     def _isr_eligible(self, replica_id: int) -> bool:
         """Kafka's leader proposes no follower the controller would refuse: a
         broker fenced or in controlled shutdown (its dir may have failed)."""
@@ -217,7 +226,10 @@ class LeaderReplication:
                 answer.leader_epoch, answer.partition_epoch, part.leader_epoch,
                 part.partition_epoch,
             ):
+                before = set(part.isr)
                 part.isr = tuple(answer.isr)
+                self.isr_shrinks += bool(before - set(part.isr))
+                self.isr_expands += bool(set(part.isr) - before)
                 part.partition_epoch = answer.partition_epoch
                 leader = self.followers.get(key)
                 if leader is not None:

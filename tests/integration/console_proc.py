@@ -27,6 +27,7 @@ START_TIMEOUT_S = 30.0
 class ConsoleProcess:
     def __init__(self, bootstrap: str, log_path: Path, *extra: str) -> None:
         self.port = free_port()
+        self.started = time.monotonic()
         self.url = f"http://{HOST}:{self.port}"
         self.env = env = dict(os.environ)
         path = env.get("PYTHONPATH")

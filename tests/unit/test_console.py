@@ -47,11 +47,10 @@ def test_clients_never_create_topics() -> None:
     assert Clients("127.0.0.1:1").settings()["allow.auto.create.topics"] == "false"
 
 
-def test_chart_points_and_rates() -> None:
+def test_chart_points_and_history() -> None:
     assert chart.points([]) == ([], 0)
     points, top = chart.points([(0.0, 10), (1.0, 5), (2.0, 0)], 100, 50)
     assert top == 10 and points == [(0.0, 0.0), (50.0, 25.0), (100.0, 50.0)]
-    assert chart.rates([(0.0, 10), (2.0, 30), (4.0, 5)]) == [(2.0, 10.0), (4.0, 2.5)]
     history = chart.History()
     for i in range(chart.SAMPLES + 5):
         kept = history.add("g", i, now=float(i))
