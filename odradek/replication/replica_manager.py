@@ -90,11 +90,15 @@ class ReplicaManager:
             for r in records
             if r["type"] == R.CONFIG and r["resource_type"] == R.RESOURCE_TOPIC
         }
+        # a dynamic broker config may be a topic default (min.insync.replicas)
+        every_config = any(
+            r["type"] == R.CONFIG and r["resource_type"] == R.RESOURCE_BROKER
+            and r["resource_name"] in ("", str(self.node_id)) for r in records)
         went_offline: list[str] = []
         assignments_before = len(self.pending_assignments)
         for name, topic in new.topics_by_name.items():
             before = old.topics_by_name.get(name)
-            if before is topic and name not in changed_configs:
+            if before is topic and name not in changed_configs and not every_config:
                 continue
             config = self.log_config_for(new, name)
             for p, pimg in topic.partitions.items():
@@ -132,7 +136,7 @@ class ReplicaManager:
                     part.leader_epoch = pimg.leader_epoch
                     part.leader = pimg.leader
                     part.replicas = pimg.replicas
-                    if name in changed_configs:
+                    if name in changed_configs or every_config:
                         part.log.update_config(config)
                     self._on_leadership(part)
                 self._check_directory(part, directory)
