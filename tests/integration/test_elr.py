@@ -92,8 +92,8 @@ def test_an_eligible_leader_replica_back_after_the_isr_is_lost_leads_with_every_
     assert [int(r.error_code) for r in answer.results] == [0], answer
 
     admin = cluster.admin()
-    for f in admin.create_topics([NewTopic(TOPIC, num_partitions=1, replica_assignment=[[1, 2, 3]])],
-                                 operation_timeout=10).values():
+    new = NewTopic(TOPIC, num_partitions=1, replica_assignment=[[1, 2, 3]])
+    for f in admin.create_topics([new], operation_timeout=10).values():
         f.result(timeout=15)
     cluster.wait_for_partition(TOPIC, 0, lambda v: v.leader == 1 and len(v.isr) == 3,
                                "leader 1, 3 in sync")

@@ -53,7 +53,7 @@ def _register(control: ClusterControl, image: MetadataImage, b: int, incarnation
     _, recs = control.register(image, b, incarnation, _endpoint(9000 + b), None, 0,
                                previous_broker_epoch=previous_epoch)
     image = _step(image, recs)
-    answer, recs = control.heartbeat(image, b, image.brokers[b].epoch, image.offset,
+    _, recs = control.heartbeat(image, b, image.brokers[b].epoch, image.offset,
                                      False, False, 0)
     image = _step(image, recs)
     assert not image.brokers[b].fenced
@@ -61,7 +61,7 @@ def _register(control: ClusterControl, image: MetadataImage, b: int, incarnation
 
 
 def _fence(control: ClusterControl, image: MetadataImage, b: int) -> MetadataImage:
-    answer, recs = control.heartbeat(image, b, image.brokers[b].epoch, image.offset,
+    _, recs = control.heartbeat(image, b, image.brokers[b].epoch, image.offset,
                                      True, False, 0)
     return _step(image, recs)
 
