@@ -248,3 +248,24 @@ def test_a_topic_shows_the_cluster_min_insync_replicas_as_a_dynamic_default() ->
                                                   {"min.insync.replicas": "2"})
                  if e.name == "min.insync.replicas")
     assert entry.value == "3" and entry.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+
+
+
+def test_elect_leaders_unclean_with_no_eligible_replica_alive_clears_the_elr() -> None:
+    """A live ELR member leads on its own (no ElectLeaders needed); with none
+    alive, ElectLeaders UNCLEAN picks any live replica and the ELR goes."""
+    from odradek.metadata.cluster_control import ELECTION_UNCLEAN
+
+    control = _control()
+    image = _shrink(control, _shrink(control, _cluster(control), [1, 2]), [1])
+    image = _fence(control, image, 3)
+    image = _fence(control, image, 2)
+    image = _fence(control, image, 1)
+    image = _register(control, image, 3, "inc-3b", previous_epoch=image.brokers[3].epoch)
+    assert _part(image).leader == NO_LEADER and _part(image).elr == (1, 2)
+    results, recs = control.elect_leaders(image, ELECTION_UNCLEAN, [("t", 0)])
+    image = _step(image, recs)
+    assert results[("t", 0)][0] == 0
+    part = _part(image)
+    assert part.leader == 3 and part.isr == (3,)
+    assert part.elr == () and part.last_known_elr == ()
