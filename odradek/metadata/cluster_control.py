@@ -122,7 +122,7 @@ class ClusterControl:
         """This node became the active controller: every broker gets a fresh session."""
         self.last_contact_ms = {b: now_ms for b in list(image.brokers)[:MAX_BROKERS]}
 
-    def _elr(self, image: MetadataImage, records: list[R.MetadataRecord],
+    def with_elr(self, image: MetadataImage, records: list[R.MetadataRecord],
              unclean_shutdown: tuple[int, ...] = ()) -> list[R.MetadataRecord]:
         """The records with the eligible leader replicas their changes imply
         (metadata/elr.py); `image` is the one the records were decided on."""
@@ -172,7 +172,7 @@ class ClusterControl:
         records.append(
             R.register_broker_record(broker_id, endpoints, rack, fenced, incarnation_id, log_dirs)
         )
-        return NONE, self._elr(image, records, unclean)
+        return NONE, self.with_elr(image, records, unclean)
 
     def heartbeat(
         self,
@@ -190,7 +190,7 @@ class ClusterControl:
         answer, records = self._heartbeat(image, broker_id, broker_epoch,
                                           current_metadata_offset, want_fence, want_shut_down,
                                           now_ms, offline_log_dirs)
-        return answer, self._elr(image, records)
+        return answer, self.with_elr(image, records)
 
     def _heartbeat(
         self, image: MetadataImage, broker_id: int, broker_epoch: int,
@@ -246,7 +246,7 @@ class ClusterControl:
                 continue
             if now_ms - last > self.session_timeout_ms:
                 mine = [R.broker_registration_change_record(broker_id, fenced=True)]
-                mine = self._elr(image, mine + self._leave(image, broker_id))
+                mine = self.with_elr(image, mine + self._leave(image, broker_id))
                 records += mine
                 # the next broker's changes start from these
                 image = apply(image, mine, image.offset)
@@ -298,7 +298,7 @@ class ClusterControl:
         else:
             record = R.partition_change_record(str(topic.topic_id), partition, isr=list(isr))
         assert record is not None
-        [record] = self._elr(image, [record])
+        [record] = self.with_elr(image, [record])
         after = apply(image, [record], image.offset).topics_by_id[topic.topic_id]
         now = after.partitions[partition]
         return AlterPartitionAnswer(
@@ -343,7 +343,8 @@ class ClusterControl:
                         tid_text, index,
                         directories=D.with_directory(part, broker_id, directory)))
         after = apply(image, records, image.offset)
-        return NONE, results, self._elr(image, records + self.directory_changes(after, broker_id))
+        return NONE, results, self.with_elr(
+            image, records + self.directory_changes(after, broker_id))
 
     def directory_changes(self, image: MetadataImage, broker_id: int) -> list[R.MetadataRecord]:
         """Leadership follows `broker_id`'s log dirs: its replicas whose dir is
@@ -352,11 +353,11 @@ class ClusterControl:
         it on an online dir gets it as leader."""
         if not _eligible(image, broker_id):
             return []
-        records = self._elr(image, self._leave(
+        records = self.with_elr(image, self._leave(
             image, broker_id, only=lambda part: not D.replica_dir_online(image, part, broker_id)
         ))
         after = apply(image, records, image.offset)
-        return self._elr(image, records + self._elect_where_leaderless(after, broker_id))
+        return self.with_elr(image, records + self._elect_where_leaderless(after, broker_id))
 
     def log_dirs_offline(
         self, image: MetadataImage, broker_id: int, offline_log_dirs: tuple[str, ...]
@@ -375,12 +376,13 @@ class ClusterControl:
         if _no_dir_online(broker.log_dirs, offline_log_dirs):
             if broker.fenced:
                 return []
-            return self._elr(image, [R.broker_registration_change_record(broker_id, fenced=True)]
-                             + self._leave(image, broker_id))
+            return self.with_elr(
+                image, [R.broker_registration_change_record(broker_id, fenced=True)]
+                + self._leave(image, broker_id))
         online = [d for d in broker.log_dirs if d not in offline_log_dirs]
         records = [R.broker_registration_change_record(broker_id, log_dirs=online)]
         after = apply(image, records, image.offset)
-        return self._elr(image, records + self.directory_changes(after, broker_id))
+        return self.with_elr(image, records + self.directory_changes(after, broker_id))
 
     # -- elections -----------------------------------------------------------------------
 
@@ -492,7 +494,7 @@ class ClusterControl:
                     str(topic.topic_id), part.partition, leader=part.replicas[0],
                     leader_epoch=part.leader_epoch + 1,
                 ))
-        return self._elr(image, records)
+        return self.with_elr(image, records)
 
 
     def elect_leaders(
@@ -555,7 +557,7 @@ class ClusterControl:
                                                 f"Unknown election type {election_type}")
         if not named:
             results = {k: v for k, v in results.items() if v[0] == NONE}
-        return results, self._elr(image, records)
+        return results, self.with_elr(image, records)
 
 
 def _eligible(

@@ -76,6 +76,7 @@ class _State:
     isr: tuple[int, ...]
     elr: tuple[int, ...]
     last_known_elr: tuple[int, ...]
+    replicas: tuple[int, ...]
 
 
 def complete(image: MetadataImage, records: Iterable[R.MetadataRecord],
@@ -106,13 +107,13 @@ def complete(image: MetadataImage, records: Iterable[R.MetadataRecord],
         if lke != state.last_known_elr:
             rec["last_known_elr"] = list(lke)
         states[key] = _State(rec.get("leader", state.leader), tuple(rec.get("isr", state.isr)),
-                             elr, lke)
+                             elr, lke, tuple(rec.get("replicas", state.replicas)))
         out.append(rec)
     return out
 
 
 def _state(part: PartitionImage) -> _State:
-    return _State(part.leader, part.isr, part.elr, part.last_known_elr)
+    return _State(part.leader, part.isr, part.elr, part.last_known_elr, part.replicas)
 
 
 def _targets(old: _State, rec: R.MetadataRecord, min_isr: int, on: bool,
@@ -125,7 +126,9 @@ def _targets(old: _State, rec: R.MetadataRecord, min_isr: int, on: bool,
                and leader not in old.isr and leader not in old.elr)
     if unclean or len(isr) >= min_isr:
         return (), ()
-    kept = [r for r in dict.fromkeys(old.isr + old.elr) if r not in isr and r not in dropped]
+    replicas = rec.get("replicas", old.replicas)  # a reassignment drops some
+    kept = [r for r in dict.fromkeys(old.isr + old.elr)
+            if r not in isr and r not in dropped and r in replicas]
     elr = tuple(sorted(kept))
     # the last known leader: set when the ISR empties, kept while there is no
     # leader, cleared once there is one

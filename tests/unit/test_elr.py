@@ -269,3 +269,18 @@ def test_elect_leaders_unclean_with_no_eligible_replica_alive_clears_the_elr() -
     part = _part(image)
     assert part.leader == 3 and part.isr == (3,)
     assert part.elr == () and part.last_known_elr == ()
+
+
+def test_a_replica_reassigned_away_leaves_the_elr() -> None:
+    from odradek.metadata import reassignment
+
+    control = _control()
+    image = _shrink(control, _cluster(control, min_isr=3), [1])
+    assert _part(image).elr == (2, 3)
+    outcomes, recs = reassignment.alter(image, [("t", 0, [1, 3])], lambda image, topic: False)
+    assert outcomes == [(0, None)]
+    image = _step(image, control.with_elr(image, recs))
+    image = _shrink(control, image, [1, 3])  # the target in sync: the reassignment completes
+    part = _part(image)
+    assert part.replicas == (1, 3) and part.isr == (1, 3)
+    assert part.elr == ()  # 2 is no longer a replica; 3 is back in the ISR
