@@ -482,6 +482,9 @@ assert len(BROKER_CONFIGS) == len(_DEFS), "duplicate broker config definition"
 DYNAMIC_BROKER_CONFIGS: frozenset[str] = frozenset({
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
+    # every topic without an override takes it (KIP-966 makes it cluster-wide:
+    # metadata/elr.py); the partitions' logs follow a change
+    "min.insync.replicas",
 })
 assert DYNAMIC_BROKER_CONFIGS <= BROKER_CONFIGS.keys()
 

@@ -161,9 +161,24 @@ def topic_default(broker: BrokerConfig, key: str) -> object:
     return spec.definition.default
 
 
-def effective_log_config(broker: BrokerConfig, topic_overrides: Mapping[str, str]) -> LogConfig:
-    """The LogConfig a partition of a topic with these overrides runs with."""
-    parsed = validate_topic_configs(topic_overrides)
+def effective_log_config(broker: BrokerConfig, topic_overrides: Mapping[str, str],
+                         dynamic: Mapping[str, str] | None = None,
+                         dynamic_default: Mapping[str, str] | None = None) -> LogConfig:
+    """The LogConfig a partition of a topic with these overrides runs with.
+    `dynamic` / `dynamic_default`: this broker's and the cluster's dynamic
+    broker configs; a dynamic broker key that is a topic key's broker synonym
+    (`min.insync.replicas`) stands in for the file's value, as Kafka's
+    DynamicLogConfig does."""
+    overrides = dict(topic_overrides)
+    for name, spec in TOPIC_CONFIGS.items():
+        names = spec.broker_synonyms
+        if name in overrides or not names or names[0] not in DYNAMIC_BROKER_CONFIGS:
+            continue
+        for layer in (dynamic, dynamic_default):
+            if layer and names[0] in layer:
+                overrides[name] = layer[names[0]]
+                break
+    parsed = validate_topic_configs(overrides)
     as_fields: dict[str, object] = {}
     for key, value in parsed.items():
         if isinstance(value, list):
@@ -241,22 +256,31 @@ def _shown(broker: BrokerConfig, name: str, value: object) -> str | None:
 
 
 def describe_topic_config(broker: BrokerConfig,
-                          topic_overrides: Mapping[str, str]) -> list[ConfigEntry]:
+                          topic_overrides: Mapping[str, str],
+                          dynamic: Mapping[str, str] | None = None,
+                          dynamic_default: Mapping[str, str] | None = None) -> list[ConfigEntry]:
     """Every topic config with its effective value, source and synonyms, sorted by name.
 
-    `topic_overrides` are the stored (already validated) overrides of the topic.
+    `topic_overrides` are the stored (already validated) overrides of the topic;
+    `dynamic` / `dynamic_default` this broker's and the cluster's dynamic broker
+    configs (a topic without an override of `min.insync.replicas` shows the
+    cluster's, source DYNAMIC_DEFAULT_BROKER_CONFIG, as Kafka 4.1 with ELR).
     """
     entries: list[ConfigEntry] = []
     for name in sorted(TOPIC_CONFIGS):
         spec = TOPIC_CONFIGS[name]
         names = spec.broker_synonyms
-        synonyms = config_synonyms(broker, names[0], names) if names else []
+        synonyms = config_synonyms(broker, names[0], names, dynamic,
+                                   dynamic_default) if names else []
         if name in topic_overrides:
             try:
                 shown = format_value(spec.type, spec.definition.parse(topic_overrides[name]))
             except ConfigError:  # validated when stored; never fail a describe over it
                 shown = topic_overrides[name]
             synonyms.insert(0, ConfigSynonym(name, shown, ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        elif synonyms and synonyms[0].source in (ConfigSource.DYNAMIC_BROKER_CONFIG,
+                                                 ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG):
+            shown = synonyms[0].value
         else:
             shown = format_value(spec.type, topic_default(broker, name))
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG

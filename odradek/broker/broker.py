@@ -225,7 +225,9 @@ class Broker:
         return None
 
     def _log_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
-        return effective_log_config(self.config, image.topic_configs(topic))
+        return effective_log_config(self.config, image.topic_configs(topic),
+                                    image.broker_configs(self.node_id),
+                                    image.configs.get((R.RESOURCE_BROKER, ""), {}))
 
     def _load_config_for(self, image: MetadataImage, topic: str) -> LogConfig:
         try:

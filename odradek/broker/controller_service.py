@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from ..configdef import ConfigError
+from ..metadata import elr as ELR
 from ..metadata import records as R
 from ..metadata.bootstrap import read_bootstrap_records
 from ..metadata.cluster_control import AlterPartitionAnswer, ClusterControl, HeartbeatAnswer
@@ -89,6 +90,8 @@ class ControllerService:
             session_timeout_ms=config.get("broker.session.timeout.ms"),
             unclean_leader_election=self._unclean_enabled,
             imbalance_percentage=config.get("leader.imbalance.per.broker.percentage"),
+            min_insync_replicas=lambda image, topic: ELR.min_insync_replicas(
+                image, topic, int(config.get("min.insync.replicas"))),
         )
         self.metadata_waiters = FetchPurgatory()
         self._task: asyncio.Task[None] | None = None
@@ -190,6 +193,7 @@ class ControllerService:
     async def register(
         self, broker_id: int, incarnation_id: str, endpoints: list[dict[str, object]],
         rack: str | None, log_dirs: list[str] | None = None,
+        previous_broker_epoch: int | None = None,
     ) -> tuple[int, int]:
         """(error code, broker epoch)"""
         result: list[int] = []
@@ -197,7 +201,7 @@ class ControllerService:
         def decision(image: MetadataImage) -> list[R.MetadataRecord]:
             code, records = self.control.register(
                 image, broker_id, incarnation_id, endpoints, rack, _now_ms(),
-                log_dirs=log_dirs,
+                log_dirs=log_dirs, previous_broker_epoch=previous_broker_epoch,
             )
             result.append(code)
             return records

@@ -121,6 +121,7 @@ class BrokerLifecycle:
         self._open_channels()
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
+        self._registered_epoch = -1  # the last epoch this process registered with
         self.fenced = True
         self.caught_up = asyncio.Event()
         self.unfenced = asyncio.Event()
@@ -314,7 +315,8 @@ class BrokerLifecycle:
             "broker_id": self.broker.node_id, "cluster_id": self.broker.cluster_id,
             "incarnation_id": self.incarnation_id, "listeners": listeners, "features": [],
             "rack": config.get("broker.rack"), "is_migrating_zk_broker": False,
-            "log_dirs": self.broker.online_directory_ids(), "previous_broker_epoch": -1,
+            "log_dirs": self.broker.online_directory_ids(),
+            "previous_broker_epoch": self._previous_broker_epoch(),
         })
         code = int(getattr(response.error_code, "value", response.error_code))
         if code == NOT_CONTROLLER:  # no active controller yet (or it moved): ask again
@@ -323,9 +325,24 @@ class BrokerLifecycle:
         if code != 0:
             log.warning("broker registration answered error %d", code)
             return False
-        self.broker_epoch = int(response.broker_epoch)
+        self.broker_epoch = self._registered_epoch = int(response.broker_epoch)
         log.info("registered with the controller: broker epoch %d", self.broker_epoch)
         return True
+
+    def _previous_broker_epoch(self) -> int:
+        """KIP-966: the epoch of this broker's last registration when it shut
+        down cleanly (every log dir had its clean-shutdown marker; the epoch is
+        in the metadata this broker replayed from its own copy), else -1. The
+        controller takes a mismatch for an unclean shutdown and drops the
+        broker from every ELR (metadata/elr.py). A re-registration within this
+        process names the epoch it had: nothing was lost meanwhile."""
+        if self._registered_epoch >= 0:
+            return self._registered_epoch
+        clean = self.broker.log_manager.had_clean_shutdown
+        me = self.broker.image.brokers.get(self.broker.node_id)
+        if me is None or not clean or not all(clean.values()):
+            return -1
+        return me.epoch
 
     async def _heartbeat(self, want_shut_down: bool = False) -> Any:
         response = await self._call("_heartbeats", api.ApiKey.BROKER_HEARTBEAT, 1, {

@@ -8,8 +8,9 @@
 
 `describe` reads ApiVersions v3 (the features the broker supports, the
 finalized levels and their epoch); the changes send UpdateFeatures, which any
-broker relays to the controller. odradek's one feature is transaction.version
-(2: transactions v2, KIP-890 part 2; metadata/features.py).
+broker relays to the controller. odradek's features are transaction.version
+(2: transactions v2, KIP-890 part 2) and eligible.leader.replicas.version (1:
+eligible leader replicas, KIP-966); metadata/features.py.
 Exit codes: 0 ok, 1 the broker refused (its message is printed), 2 usage.
 """
 

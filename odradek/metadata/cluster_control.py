@@ -48,6 +48,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import directories as D
+from . import elr as ELR
 from . import reassignment
 from . import records as R
 from .image import MetadataImage, PartitionImage, TopicImage, apply
@@ -105,10 +106,14 @@ class ClusterControl:
         session_timeout_ms: int,
         unclean_leader_election: UncleanPolicy,
         imbalance_percentage: int = 10,
+        min_insync_replicas: ELR.MinIsrPolicy | None = None,
     ) -> None:
         self.session_timeout_ms = session_timeout_ms
         self.unclean_leader_election = unclean_leader_election
         self.imbalance_percentage = imbalance_percentage
+        # a topic's min.insync.replicas, which decides its eligible leader replicas
+        self.min_insync_replicas: ELR.MinIsrPolicy = min_insync_replicas or (
+            lambda image, topic: ELR.min_insync_replicas(image, topic, 1))
         self.last_contact_ms: dict[int, int] = {}
 
     # -- sessions --------------------------------------------------------------
@@ -116,6 +121,12 @@ class ClusterControl:
     def activate(self, image: MetadataImage, now_ms: int) -> None:
         """This node became the active controller: every broker gets a fresh session."""
         self.last_contact_ms = {b: now_ms for b in list(image.brokers)[:MAX_BROKERS]}
+
+    def with_elr(self, image: MetadataImage, records: list[R.MetadataRecord],
+             unclean_shutdown: tuple[int, ...] = ()) -> list[R.MetadataRecord]:
+        """The records with the eligible leader replicas their changes imply
+        (metadata/elr.py); `image` is the one the records were decided on."""
+        return ELR.complete(image, records, self.min_insync_replicas, unclean_shutdown)
 
     def _touch(self, broker_id: int, now_ms: int) -> None:
         if broker_id in self.last_contact_ms or len(self.last_contact_ms) < MAX_BROKERS:
@@ -133,10 +144,14 @@ class ClusterControl:
         now_ms: int,
         fenced: bool = True,
         log_dirs: list[str] | None = None,
+        previous_broker_epoch: int | None = None,
     ) -> tuple[int, list[R.MetadataRecord]]:
         """A broker (re)registers. The same incarnation registering again (a
         retry) changes nothing; a new incarnation replaces the old one, which
-        is fenced first (its leaderships move)."""
+        is fenced first (its leaderships move). `previous_broker_epoch`
+        (BrokerRegistration v3+, KIP-966) is the epoch its clean-shutdown
+        marker recorded, -1 after an unclean shutdown: when it is not the
+        broker's epoch here, the broker leaves every ELR (None: not told)."""
         current = image.brokers.get(broker_id)
         self._touch(broker_id, now_ms)
         if current is not None and current.incarnation_id == incarnation_id:
@@ -144,10 +159,20 @@ class ClusterControl:
         records: list[R.MetadataRecord] = []
         if current is not None and fenced and not current.fenced:
             records += self._leave(image, broker_id)
+        unclean: tuple[int, ...] = ()
+        if (current is not None and previous_broker_epoch is not None
+                and previous_broker_epoch != current.epoch and ELR.enabled(image)):
+            unclean = (broker_id,)
+            changed = {(r["topic_id"], r["partition"]) for r in records
+                       if r["type"] == R.PARTITION_CHANGE}
+            records += [R.partition_change_record(str(t.topic_id), p.partition)
+                        for t, p in _partitions_with(image, broker_id)
+                        if broker_id in p.elr
+                        and (str(t.topic_id), p.partition) not in changed]
         records.append(
             R.register_broker_record(broker_id, endpoints, rack, fenced, incarnation_id, log_dirs)
         )
-        return NONE, records
+        return NONE, self.with_elr(image, records, unclean)
 
     def heartbeat(
         self,
@@ -162,6 +187,16 @@ class ClusterControl:
     ) -> tuple[HeartbeatAnswer, list[R.MetadataRecord]]:
         """`offline_log_dirs`: the directory ids of the broker's log dirs that
         failed while it ran (KIP-858), repeated in every heartbeat."""
+        answer, records = self._heartbeat(image, broker_id, broker_epoch,
+                                          current_metadata_offset, want_fence, want_shut_down,
+                                          now_ms, offline_log_dirs)
+        return answer, self.with_elr(image, records)
+
+    def _heartbeat(
+        self, image: MetadataImage, broker_id: int, broker_epoch: int,
+        current_metadata_offset: int, want_fence: bool, want_shut_down: bool, now_ms: int,
+        offline_log_dirs: tuple[str, ...],
+    ) -> tuple[HeartbeatAnswer, list[R.MetadataRecord]]:
         broker = image.brokers.get(broker_id)
         if broker is None:
             return HeartbeatAnswer(BROKER_ID_NOT_REGISTERED), []
@@ -211,7 +246,7 @@ class ClusterControl:
                 continue
             if now_ms - last > self.session_timeout_ms:
                 mine = [R.broker_registration_change_record(broker_id, fenced=True)]
-                mine += self._leave(image, broker_id)
+                mine = self.with_elr(image, mine + self._leave(image, broker_id))
                 records += mine
                 # the next broker's changes start from these
                 image = apply(image, mine, image.offset)
@@ -263,6 +298,7 @@ class ClusterControl:
         else:
             record = R.partition_change_record(str(topic.topic_id), partition, isr=list(isr))
         assert record is not None
+        [record] = self.with_elr(image, [record])
         after = apply(image, [record], image.offset).topics_by_id[topic.topic_id]
         now = after.partitions[partition]
         return AlterPartitionAnswer(
@@ -307,7 +343,8 @@ class ClusterControl:
                         tid_text, index,
                         directories=D.with_directory(part, broker_id, directory)))
         after = apply(image, records, image.offset)
-        return NONE, results, records + self.directory_changes(after, broker_id)
+        return NONE, results, self.with_elr(
+            image, records + self.directory_changes(after, broker_id))
 
     def directory_changes(self, image: MetadataImage, broker_id: int) -> list[R.MetadataRecord]:
         """Leadership follows `broker_id`'s log dirs: its replicas whose dir is
@@ -316,11 +353,11 @@ class ClusterControl:
         it on an online dir gets it as leader."""
         if not _eligible(image, broker_id):
             return []
-        records = self._leave(
+        records = self.with_elr(image, self._leave(
             image, broker_id, only=lambda part: not D.replica_dir_online(image, part, broker_id)
-        )
+        ))
         after = apply(image, records, image.offset)
-        return records + self._elect_where_leaderless(after, broker_id)
+        return self.with_elr(image, records + self._elect_where_leaderless(after, broker_id))
 
     def log_dirs_offline(
         self, image: MetadataImage, broker_id: int, offline_log_dirs: tuple[str, ...]
@@ -339,12 +376,13 @@ class ClusterControl:
         if _no_dir_online(broker.log_dirs, offline_log_dirs):
             if broker.fenced:
                 return []
-            return ([R.broker_registration_change_record(broker_id, fenced=True)]
-                    + self._leave(image, broker_id))
+            return self.with_elr(
+                image, [R.broker_registration_change_record(broker_id, fenced=True)]
+                + self._leave(image, broker_id))
         online = [d for d in broker.log_dirs if d not in offline_log_dirs]
         records = [R.broker_registration_change_record(broker_id, log_dirs=online)]
         after = apply(image, records, image.offset)
-        return records + self.directory_changes(after, broker_id)
+        return self.with_elr(image, records + self.directory_changes(after, broker_id))
 
     # -- elections -----------------------------------------------------------------------
 
@@ -370,6 +408,16 @@ class ClusterControl:
                         isr=isr, leader_epoch=part.leader_epoch + 1,
                     ))
                     continue
+                rest = tuple(r for r in part.isr if r != broker_id)
+                # KIP-966: with the ISR gone, an eligible leader replica leads
+                leader, _ = ELR.elect(
+                    image, part, _alive(image, part, broker_id), rest)
+                if leader != NO_LEADER:
+                    records.append(R.partition_change_record(
+                        tid, part.partition, leader=leader, isr=[leader],
+                        leader_epoch=part.leader_epoch + 1,
+                    ))
+                    continue
                 if self.unclean_leader_election(image, topic.name):
                     live = [r for r in part.replicas
                             if r != broker_id and _eligible(image, r, part)]
@@ -379,13 +427,14 @@ class ClusterControl:
                             leader_epoch=part.leader_epoch + 1,
                         ))
                         continue
-                # No one else may lead: no leader, the ISR keeps its last member.
-                isr = [r for r in part.isr if r != broker_id] or [broker_id]
+                # No one else may lead: no leader, the ISR keeps its last member
+                # (with eligible leader replicas it empties: the ELR keeps it).
+                isr = list(rest) if ELR.enabled(image) else (list(rest) or [broker_id])
                 records.append(R.partition_change_record(
                     tid, part.partition, leader=NO_LEADER, isr=isr,
                     leader_epoch=part.leader_epoch + 1,
                 ))
-            elif broker_id in part.isr and len(part.isr) > 1:
+            elif broker_id in part.isr and (len(part.isr) > 1 or ELR.enabled(image)):
                 records.append(R.partition_change_record(
                     tid, part.partition, isr=[r for r in part.isr if r != broker_id]
                 ))
@@ -403,6 +452,12 @@ class ClusterControl:
             if broker_id in part.isr:
                 records.append(R.partition_change_record(
                     str(topic.topic_id), part.partition, leader=broker_id,
+                    leader_epoch=part.leader_epoch + 1,
+                ))
+            elif ELR.elect(image, part, lambda r: r == broker_id, part.isr)[0] == broker_id:
+                # an eligible leader replica, or the last known leader (KIP-966)
+                records.append(R.partition_change_record(
+                    str(topic.topic_id), part.partition, leader=broker_id, isr=[broker_id],
                     leader_epoch=part.leader_epoch + 1,
                 ))
             elif self.unclean_leader_election(image, topic.name):
@@ -439,7 +494,7 @@ class ClusterControl:
                     str(topic.topic_id), part.partition, leader=part.replicas[0],
                     leader_epoch=part.leader_epoch + 1,
                 ))
-        return records
+        return self.with_elr(image, records)
 
 
     def elect_leaders(
@@ -485,8 +540,12 @@ class ClusterControl:
                     continue
                 live_isr = [r for r in part.isr if _eligible(image, r, part)]
                 live = [r for r in part.replicas if _eligible(image, r, part)]
+                # KIP-966: with the ISR empty, an eligible leader replica first
+                from_elr, _ = ELR.elect(image, part, _alive(image, part),
+                                        part.isr)
                 if live_isr or live:
-                    leader = _in_replica_order(part, live_isr)[0] if live_isr else live[0]
+                    leader = (_in_replica_order(part, live_isr)[0] if live_isr
+                              else from_elr if from_elr != NO_LEADER else live[0])
                     results[(topic_name, index)] = (NONE, None)
                     records.append(R.partition_change_record(
                         tid, index, leader=leader, leader_epoch=part.leader_epoch + 1,
@@ -498,7 +557,7 @@ class ClusterControl:
                                                 f"Unknown election type {election_type}")
         if not named:
             results = {k: v for k, v in results.items() if v[0] == NONE}
-        return results, records
+        return results, self.with_elr(image, records)
 
 
 def _eligible(
@@ -536,3 +595,10 @@ def _partitions_with(
         for p in t.partitions.values()
         if broker_id in p.replicas
     ]
+
+
+def _alive(image: MetadataImage, part: PartitionImage,
+           leaving: int = NO_LEADER) -> Callable[[int], bool]:
+    """Whether a replica of `part` may lead, `leaving` (a broker on its way
+    out, not yet fenced in `image`) aside."""
+    return lambda r: r != leaving and _eligible(image, r, part)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping, Sequence
 
 from ..topic_config import check_topic_config_change
+from . import elr as ELR
 from . import records as R
 from .image import MetadataImage
 
@@ -416,7 +417,8 @@ class Controller:
                     error = Result(INVALID_REQUEST, f"Unknown config operation {op}")
                     break
             if error is None:
-                message = self._validate(rtype, new, current)
+                message = (self._validate(rtype, new, current)
+                           or ELR.config_refusal(image, rtype, rname, current, new))
                 if message:
                     error = Result(INVALID_CONFIG, message)
             if error:
@@ -425,7 +427,7 @@ class Controller:
             results.append(Result())
             if not validate_only:
                 records.extend(_config_diff(rtype, rname, current, new))
-        return results, records
+        return results, records + ELR.cleared_by_config(image, records)
 
     def alter_configs(
         self,
@@ -442,7 +444,9 @@ class Controller:
                 results.append(problem)
                 continue
             new = {name: value for name, value in entries if value is not None}
-            message = self._validate(rtype, new, image.configs.get((rtype, rname), {}))
+            message = (self._validate(rtype, new, image.configs.get((rtype, rname), {}))
+                       or ELR.config_refusal(image, rtype, rname,
+                                             image.configs.get((rtype, rname), {}), new))
             if message:
                 results.append(Result(INVALID_CONFIG, message))
                 continue
@@ -450,7 +454,7 @@ class Controller:
             if not validate_only:
                 current = dict(image.configs.get((rtype, rname), {}))
                 records.extend(_config_diff(rtype, rname, current, new))
-        return results, records
+        return results, records + ELR.cleared_by_config(image, records)
 
 
 def _rack_alternated(brokers: list[int], racks: Mapping[int, str | None]) -> list[int]:

@@ -7,7 +7,7 @@ through its metadata image (`MetadataImage.features`). ApiVersions v3+ lists
 the features this node supports and the finalized levels
 (handlers/api_versions.py); `odradek features` is kafka-features.sh.
 
-odradek knows one feature:
+odradek knows two features:
 
 * ``transaction.version`` (KIP-890 part 2): 0 and 1 are the transactions of
   KIP-98 (with KIP-890 part 1's verification); 2 is transactions v2: the
@@ -15,6 +15,13 @@ odradek knows one feature:
   (EndTxn v5), and Produce v12 / TxnOffsetCommit v5 add their partition to
   the transaction implicitly (coordinator/transaction.py). A new cluster
   starts at 0 (Kafka 4.0 starts new clusters at 2).
+
+* ``eligible.leader.replicas.version`` (KIP-966): at 1 the controller keeps
+  each partition's eligible leader replicas (metadata/elr.py), and the
+  cluster-wide ``min.insync.replicas`` is a dynamic cluster config (the
+  upgrade writes it, with the controller's own value, when none is set, and
+  drops per-broker overrides: `elr_safety_records`). A new cluster starts at
+  0 (Kafka 4.1 starts new clusters at 1).
 
 `metadata.version` is not a feature here: odradek's metadata records are its
 own (metadata/records.py) and have no versions to finalize.
@@ -28,16 +35,19 @@ update changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from . import records as R
 
 TRANSACTION_VERSION = "transaction.version"
 TV2 = 2  # transactions v2 (KIP-890 part 2)
+ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
+ELR_V1 = 1  # KIP-966 eligible leader replicas
 
 # name -> (min, max) level this node supports
-SUPPORTED: Mapping[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2)}
+SUPPORTED: Mapping[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2),
+                                            ELIGIBLE_LEADER_REPLICAS_VERSION: (0, 1)}
 
 UPGRADE = 1
 SAFE_DOWNGRADE = 2
@@ -85,10 +95,13 @@ def _check(update: Update, current: int) -> str | None:
     return None
 
 
-def update(features: Mapping[str, int], updates: Sequence[Update]
+def update(features: Mapping[str, int], updates: Sequence[Update],
+           safety: Callable[[], list[R.MetadataRecord]] = list,
            ) -> tuple[list[Result], list[R.MetadataRecord]]:
     """One result per update and the records to commit: none when any update
-    is refused (all or nothing, as Kafka's controller)."""
+    is refused (all or nothing, as Kafka's controller). `safety` gives the
+    records that switching eligible leader replicas on needs first
+    (`elr_safety_records`)."""
     if len(updates) > MAX_UPDATES:
         return [Result(u.feature, INVALID_REQUEST, "too many feature updates")
                 for u in updates], []
@@ -103,5 +116,24 @@ def update(features: Mapping[str, int], updates: Sequence[Update]
         results.append(Result(u.feature, INVALID_UPDATE_VERSION if why else NONE, why))
     if any(r.error_code for r in results):
         return results, []
-    return results, [R.feature_level_record(u.feature, u.level) for u in updates
-                     if u.level != features.get(u.feature, 0)]
+    records = [R.feature_level_record(u.feature, u.level) for u in updates
+               if u.level != features.get(u.feature, 0)]
+    if any(u.feature == ELIGIBLE_LEADER_REPLICAS_VERSION and u.level >= ELR_V1
+           and features.get(u.feature, 0) < ELR_V1 for u in updates):
+        records = safety() + records
+    return results, records
+
+
+def elr_safety_records(configs: Mapping[tuple[int, str], Mapping[str, str]],
+                       static_min_insync_replicas: int) -> list[R.MetadataRecord]:
+    """What Kafka's controller commits when eligible leader replicas are
+    switched on: `min.insync.replicas` becomes one cluster-wide dynamic value
+    (the controller's own when none is set) and no broker overrides it."""
+    key = "min.insync.replicas"
+    out = []
+    if key not in configs.get((R.RESOURCE_BROKER, ""), {}):
+        out.append(R.config_record(R.RESOURCE_BROKER, "", key, str(static_min_insync_replicas)))
+    for (resource_type, name), entries in sorted(configs.items()):
+        if resource_type == R.RESOURCE_BROKER and name != "" and key in entries:
+            out.append(R.config_record(R.RESOURCE_BROKER, name, key, None))
+    return out

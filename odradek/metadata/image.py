@@ -37,6 +37,11 @@ class PartitionImage:
     # KIP-858: the log dir id of each replica, in `replicas` order; () when the
     # partition was recorded without them (metadata/directories.py).
     directories: tuple[str, ...] = ()
+    # KIP-966 (metadata/elr.py): replicas out of the ISR that still hold every
+    # record below the high watermark, and the last leader of a partition
+    # whose ISR and ELR emptied (the unclean recovery path)
+    elr: tuple[int, ...] = ()
+    last_known_elr: tuple[int, ...] = ()
 
     @property
     def reassigning(self) -> bool:
@@ -165,6 +170,8 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                         tuple(rec.get("adding_replicas", ())),
                         tuple(rec.get("removing_replicas", ())),
                         directories=tuple(rec.get("directories", ())),
+                        elr=tuple(rec.get("eligible_leader_replicas", ())),
+                        last_known_elr=tuple(rec.get("last_known_elr", ())),
                     )
                 else:
                     part = replace(
@@ -178,6 +185,8 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                         removing_replicas=tuple(
                             rec.get("removing_replicas", old.removing_replicas)),
                         directories=_directories_after(old, rec),
+                        elr=tuple(rec.get("eligible_leader_replicas", old.elr)),
+                        last_known_elr=tuple(rec.get("last_known_elr", old.last_known_elr)),
                     )
                 parts[part.partition] = part
             else:  # REMOVE_TOPIC
@@ -332,6 +341,9 @@ def records_of(image: MetadataImage) -> list[R.MetadataRecord]:
                 "adding_replicas": list(part.adding_replicas),
                 "removing_replicas": list(part.removing_replicas),
                 "directories": list(part.directories),
+                **({"eligible_leader_replicas": list(part.elr)} if part.elr else {}),
+                **({"last_known_elr": list(part.last_known_elr)}
+                   if part.last_known_elr else {}),
             })
     for (resource_type, resource_name), entries in sorted(image.configs.items()):
         for name, value in sorted(entries.items()):

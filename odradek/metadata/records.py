@@ -167,12 +167,15 @@ def partition_change_record(
     replicas: list[int] | None = None,
     adding_replicas: list[int] | None = None,
     removing_replicas: list[int] | None = None,
+    eligible_leader_replicas: list[int] | None = None,
+    last_known_elr: list[int] | None = None,
 ) -> MetadataRecord:
     """Kafka's PartitionChangeRecord: only the fields that change. A new leader
     always comes with a new leader epoch; every change bumps the partition epoch.
     A reassignment (KIP-455) sets `replicas` to target + removing and names the
     `adding_replicas`/`removing_replicas`; completing or cancelling it sets
-    them back to empty lists."""
+    them back to empty lists. `eligible_leader_replicas` and `last_known_elr`
+    are KIP-966's (metadata/elr.py); absent, they are unchanged."""
     record: MetadataRecord = {"type": PARTITION_CHANGE, "topic_id": topic_id, "partition": partition}
     if leader is not None:
         record["leader"] = leader
@@ -188,6 +191,10 @@ def partition_change_record(
         record["adding_replicas"] = list(adding_replicas)
     if removing_replicas is not None:
         record["removing_replicas"] = list(removing_replicas)
+    if eligible_leader_replicas is not None:
+        record["eligible_leader_replicas"] = list(eligible_leader_replicas)
+    if last_known_elr is not None:
+        record["last_known_elr"] = list(last_known_elr)
     return record
 
 

@@ -24,6 +24,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..metadata.elr import enabled as elr_enabled
 from ..protocol import errors as E
 from ..protocol.client import stop_tasks
 from .leader import (
@@ -105,6 +106,11 @@ class LeaderReplication:
         if part.leader != self.node_id or part.log.offline:
             return False
         plog = part.log
+        if len(part.isr) < plog.config.min_insync_replicas and elr_enabled(self.broker.image):
+            # KIP-966's strict min ISR: what the high watermark covers is on
+            # min.insync.replicas replicas, so a replica that leaves a short ISR
+            # still has it all (an eligible leader replica, metadata/elr.py)
+            return False
         leader = self.followers.get((part.topic, part.partition))
         hw = (plog.log_end_offset if leader is None
               else leader.high_watermark(part.isr, plog.log_end_offset))

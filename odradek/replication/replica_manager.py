@@ -26,6 +26,7 @@ from typing import Callable
 from ..metadata import directories as D
 from ..metadata import image as img
 from ..metadata import records as R
+from ..metadata.elr import enabled as elr_enabled
 from ..storage.log import PartitionLog, kafka_uuid_string, parse_kafka_uuid
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
@@ -66,6 +67,9 @@ class ReplicaManager:
         self.pending_assignments: dict[tuple[str, int], str] = {}
         # called when pending_assignments gained entries (the broker sends them)
         self.on_assignments: Callable[[], None] | None = None
+        # KIP-966's strict min ISR (eligible leader replicas on): no high
+        # watermark advance while the ISR is below min.insync.replicas
+        self.strict_min_isr = False
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -75,6 +79,7 @@ class ReplicaManager:
     def on_metadata(
         self, old: img.MetadataImage, new: img.MetadataImage, records: list[R.MetadataRecord]
     ) -> None:
+        self.strict_min_isr = elr_enabled(new)
         # Topics that went away.
         for tid, topic in old.topics_by_id.items():
             if tid not in new.topics_by_id:
@@ -90,11 +95,15 @@ class ReplicaManager:
             for r in records
             if r["type"] == R.CONFIG and r["resource_type"] == R.RESOURCE_TOPIC
         }
+        # a dynamic broker config may be a topic default (min.insync.replicas)
+        every_config = any(
+            r["type"] == R.CONFIG and r["resource_type"] == R.RESOURCE_BROKER
+            and r["resource_name"] in ("", str(self.node_id)) for r in records)
         went_offline: list[str] = []
         assignments_before = len(self.pending_assignments)
         for name, topic in new.topics_by_name.items():
             before = old.topics_by_name.get(name)
-            if before is topic and name not in changed_configs:
+            if before is topic and name not in changed_configs and not every_config:
                 continue
             config = self.log_config_for(new, name)
             for p, pimg in topic.partitions.items():
@@ -132,7 +141,7 @@ class ReplicaManager:
                     part.leader_epoch = pimg.leader_epoch
                     part.leader = pimg.leader
                     part.replicas = pimg.replicas
-                    if name in changed_configs:
+                    if name in changed_configs or every_config:
                         part.log.update_config(config)
                     self._on_leadership(part)
                 self._check_directory(part, directory)
@@ -182,7 +191,9 @@ class ReplicaManager:
     def _on_leadership(self, part: Partition) -> None:
         """As leader, the epoch starts at the log end offset (the leader epoch
         cache); as the only ISR member, the high watermark is the log end offset
-        (the checkpointed one was read at load and is only ever lower)."""
+        (the checkpointed one was read at load and is only ever lower), unless
+        that ISR is below min.insync.replicas under KIP-966's strict rule: a
+        leader elected from the ELR exposes nothing new alone."""
         if part.leader != self.node_id or part.log.offline:
             return
         try:
@@ -190,7 +201,8 @@ class ReplicaManager:
         except OSError as e:
             log.error("%s-%d: %s", part.topic, part.partition, e)
             return
-        if part.isr == (self.node_id,):
+        if part.isr == (self.node_id,) and not (
+                self.strict_min_isr and part.log.config.min_insync_replicas > 1):
             part.log.set_high_watermark(part.log.log_end_offset)
 
     def load_from_image(self, image: img.MetadataImage) -> None:

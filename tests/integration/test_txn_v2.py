@@ -56,7 +56,8 @@ def test_transaction_version_is_finalized_by_update_features_and_survives_restar
         broker_factory):
     b = broker_factory(TXN_BROKER)
     supported, finalized, _ = _features(b.bootstrap)
-    assert supported == {TV: (0, 2)} and finalized == {}
+    assert supported == {TV: (0, 2), "eligible.leader.replicas.version": (0, 1)}
+    assert finalized == {}
     # out of range, unknown, or a downgrade without a downgrade type: refused, nothing changes
     assert _update(b.bootstrap, 3).results[0].error_code.value == INVALID_UPDATE_VERSION
     unknown = call(b.bootstrap, api.ApiKey.UPDATE_FEATURES, 2, {"feature_updates": [

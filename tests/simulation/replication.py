@@ -68,6 +68,8 @@ import random
 from typing import Any
 
 from odradek.metadata import cluster_control as CC
+from odradek.metadata import elr as ELR
+from odradek.metadata import features as F
 from odradek.metadata import records as R
 from odradek.metadata.controller import Controller, NewTopic
 from odradek.metadata.image import apply
@@ -114,6 +116,8 @@ class ReplicationSimulation(BrokerSide):
                     self.stats["leader_changes"] += 1
                 if "isr" in r:
                     self.stats["isr_changes"] += 1
+                if "eligible_leader_replicas" in r:
+                    self.stats["elr_changes"] += 1
         self.log(f"controller commits {offset}: {brief(records)}")
 
     def _controller_tick(self) -> None:
@@ -123,6 +127,9 @@ class ReplicationSimulation(BrokerSide):
         if TOPIC not in image.topics_by_name and sum(
             1 for b in image.brokers.values() if not b.fenced
         ) >= len(BROKERS):
+            if self.elr and not ELR.enabled(image):
+                self._commit([R.feature_level_record(F.ELIGIBLE_LEADER_REPLICAS_VERSION, 1)])
+                image = c.image
             controller = Controller(1, 3, lambda configs: None, rng=random.Random(self.seed))
             results, records = controller.create_topics(image, [NewTopic(
                 TOPIC, self.s.partitions, 3, {},

@@ -103,7 +103,7 @@ class BrokerSide(SimulationBase):
                     self.log(f"broker {b.node_id} leads {p} in epoch {view.leader_epoch} "
                              f"isr {view.isr} leo {log.log_end_offset} hw {log.high_watermark}")
                 log.assign_leader_epoch(view.leader_epoch)
-                if view.isr == (b.node_id,):
+                if view.isr == (b.node_id,) and not (self.elr and MIN_INSYNC_REPLICAS > 1):
                     self._set_leader_hw(b, p, log.log_end_offset)
                 leader = b.leaders.get(p)
                 if leader is None:
@@ -133,7 +133,8 @@ class BrokerSide(SimulationBase):
         leader = b.leaders.get(p)
         hw = log.log_end_offset if leader is None else leader.high_watermark(
             view.isr, log.log_end_offset)
-        if hw is not None and hw > log.high_watermark:
+        strict = self.elr and len(view.isr) < MIN_INSYNC_REPLICAS  # KIP-966's strict min ISR
+        if hw is not None and hw > log.high_watermark and not strict:
             self._set_leader_hw(b, p, hw)
         self._check_pending(b)
 

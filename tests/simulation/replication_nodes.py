@@ -182,9 +182,12 @@ class SimProducer:
 
 
 class SimulationBase(Scheduler):
-    def __init__(self, seed: int, steps: int) -> None:
+    def __init__(self, seed: int, steps: int, elr: bool = False) -> None:
         super().__init__(seed)
         self.steps = steps
+        # KIP-966: the controller keeps eligible leader replicas (the feature at
+        # 1) and leaders keep the high watermark while the ISR is below min ISR
+        self.elr = elr
         self.s = Settings.draw(self.rng)
         self._corr = 0
         self.checker = Checker()
@@ -196,7 +199,8 @@ class SimulationBase(Scheduler):
         self.steps_run = 0
         self.topic_id: uuid.UUID | None = None
         self.stats = {"crashes": 0, "controller_crashes": 0, "partitions": 0, "acks": 0,
-                      "truncations": 0, "leader_changes": 0, "isr_changes": 0}
+                      "truncations": 0, "leader_changes": 0, "isr_changes": 0,
+                      "elr_changes": 0}
 
 
     def _incarnation(self, node: int) -> int:

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
+from ...metadata import records as R
 from ...metadata.controller import Admit, NewTopic, Result
 from ...protocol import errors as E
 from ...security.resources import AclOperation as Op
@@ -125,7 +126,9 @@ def _created_topic_configs(broker: AdminServices, image: Any, t: NewTopic) -> li
             "config_source": e.source,
             "is_sensitive": e.is_sensitive,
         }
-        for e in describe_topic_config(broker.config, overrides)
+        for e in describe_topic_config(broker.config, overrides,
+                                       image.broker_configs(broker.node_id),
+                                       image.configs.get((R.RESOURCE_BROKER, ""), {}))
     ]
 
 

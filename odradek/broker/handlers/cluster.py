@@ -190,8 +190,12 @@ async def handle_broker_registration(
     ]
     # KIP-858 (v2+): the directory ids the broker has online
     log_dirs = [kafka_uuid_string(d) for d in getattr(req, "log_dirs", ()) if d is not None]
+    # v3+ (KIP-966): the epoch the broker's clean-shutdown marker recorded, -1
+    # after an unclean shutdown (metadata/elr.py)
+    previous = getattr(req, "previous_broker_epoch", None)
     code, epoch = await service.register(
-        int(req.broker_id), str(req.incarnation_id), endpoints, req.rack, log_dirs or None
+        int(req.broker_id), str(req.incarnation_id), endpoints, req.rack, log_dirs or None,
+        None if previous is None else int(previous),
     )
     return {"error_code": code, "broker_epoch": epoch}
 

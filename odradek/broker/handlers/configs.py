@@ -101,7 +101,10 @@ async def handle_describe_configs(
                 base["error_message"] = f"Topic {res.resource_name} does not exist"
                 results.append(base)
                 continue
-            entries = describe_topic_config(broker.config, image.topic_configs(res.resource_name))
+            entries = describe_topic_config(
+                broker.config, image.topic_configs(res.resource_name),
+                image.broker_configs(broker.node_id),
+                image.configs.get((R.RESOURCE_BROKER, ""), {}))
         elif res.resource_type == R.RESOURCE_BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 base["error_code"] = E.INVALID_REQUEST

@@ -28,7 +28,9 @@ async def handle_update_features(broker: QuotaServices, ctx: RequestContext,
     updates = _updates(ctx, req)
     validate_only = bool(getattr(req, "validate_only", False))  # v1+
     async with broker.metadata_lock:
-        results, records = F.update(broker.image.features, updates)
+        image = broker.image
+        results, records = F.update(image.features, updates, lambda: F.elr_safety_records(
+            image.configs, int(broker.config.get("min.insync.replicas"))))
         if records and not validate_only:
             await broker.quorum.commit(records)
     return _answer(ctx.api_version, results)

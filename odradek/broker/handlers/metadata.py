@@ -64,9 +64,10 @@ def partition_entries(
             "replica_nodes": list(p.replicas),
             "isr_nodes": list(p.isr),
             "offline_replicas": offline(p),
-            # The Java admin client reads these lists without a null check.
-            "eligible_leader_replicas": [],
-            "last_known_elr": [],
+            # KIP-966 (metadata/elr.py); the Java admin client reads these
+            # lists without a null check, so never null
+            "eligible_leader_replicas": list(p.elr),
+            "last_known_elr": list(p.last_known_elr),
         }
         for _, p in sorted(topic.partitions.items())
     ]

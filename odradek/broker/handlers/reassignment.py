@@ -45,7 +45,7 @@ async def handle_alter_partition_reassignments(
             image, requests, service.control.unclean_leader_election, allow_rf_change
         )
         outcomes.append(answer)
-        return records
+        return service.control.with_elr(image, records)  # KIP-966 (metadata/elr.py)
 
     await service.decide(decision)
     by_topic: dict[str, list[dict[str, Any]]] = {}
