@@ -13,6 +13,7 @@ from .effects import LeaderChanged
 from .leader_state import LeaderState
 from .node import RaftNode
 from .state import NO_ID, ElectionState, State
+from .voters import LEADER_CHANGE, control_entry
 
 
 class Election(RaftNode):
@@ -115,7 +116,7 @@ class Election(RaftNode):
         # KRaft's LeaderChangeMessage: the first entry of the epoch, so the
         # high watermark can pass the epoch start without a client write.
         body = f"LeaderChange epoch={epoch} leader={self.node_id}".encode()
-        self.log.append_as_leader([body], epoch, control=True)
+        self.log.append_as_leader([control_entry(LEADER_CHANGE, body)], epoch, control=True)
         self.log.flush()
         for voter in sorted(self.voters.ids - {self.node_id}):
             self._send_begin_quorum_epoch(voter)
@@ -169,6 +170,10 @@ class Election(RaftNode):
 
     def _can_grant(self, req: M.VoteRequest, up_to_date: bool) -> bool:
         state = self.state
+        if state == State.RESIGNED and not self.is_voter and req.pre_vote:
+            # KIP-853: a leader that removed itself (its removal maybe not
+            # committed yet) must not block the rest from electing a successor.
+            return up_to_date
         if state in (State.LEADER, State.RESIGNED):
             return False
         if state == State.FOLLOWER:

@@ -162,6 +162,19 @@ class Replication(RaftNode):
             if not replica.acknowledged and self.now_ms >= due:
                 self._send_begin_quorum_epoch(replica.node_id)
 
+    def _discover_leader(self) -> None:
+        """An observer that knows no leader (a node being added, a removed
+        leader) asks a voter: the answer names the leader (Kafka's observers
+        fetch from controller.quorum.bootstrap.servers the same way)."""
+        self._reset_election_timer()
+        others = sorted(self.voters.ids - {self.node_id})
+        if not others:
+            return
+        body = M.FetchRequest(
+            self.node_id, self.epoch, self.log.log_end_offset, self.log.last_fetched_epoch(), 0
+        )
+        self._send(self.rng.choice(others), body)
+
     # -- the follower's side of Fetch ---------------------------------------------------
     def _tick_follower(self) -> None:
         if self._in_flight is not None:
@@ -228,6 +241,7 @@ class Replication(RaftNode):
                 f"below its high watermark {self.high_watermark}"
             )
             log.truncate_to(max(truncate_offset, log.log_start_offset))
+            self._log_truncated()
         elif resp.snapshot_id is not None:
             self._snapshot_fetch = (resp.snapshot_id, bytearray())
         elif (
@@ -237,6 +251,7 @@ class Replication(RaftNode):
             if resp.records.next_offset > resp.records.base_offset:
                 log.append_as_follower(resp.records)
                 log.flush()
+                self._log_appended(resp.records.base_offset)
             if resp.high_watermark >= 0:
                 self._advance_high_watermark(min(resp.high_watermark, log.log_end_offset))
         self._send_fetch()
