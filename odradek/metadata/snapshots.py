@@ -108,6 +108,21 @@ def encode(
     return bytes(out)
 
 
+def bootstrap_checkpoint(controls: list[tuple[int, bytes]]) -> bytes:
+    """KIP-853's bootstrap snapshot ``00000000000000000000-0000000000.checkpoint``
+    (`odradek storage format --standalone/--initial-controllers`): the header,
+    the KRaftVersionRecord and VotersRecord, the footer; no metadata records."""
+    now_ms = int(time.time() * 1000)
+    kinds = [(SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, now_ms) + b"\x00"), *controls,
+             (SNAPSHOT_FOOTER, _FOOTER_VALUE.pack(0) + b"\x00")]
+    out = bytearray()
+    for offset, (kind, value) in enumerate(kinds):
+        record = batches.Record(offset, now_ms, _CONTROL_KEY.pack(0, kind), value)
+        out.extend(batches.build_batch([record], base_offset=offset, is_control=True,
+                                       partition_leader_epoch=0))
+    return bytes(out)
+
+
 def decode(data: bytes) -> list[R.MetadataRecord]:
     """The metadata records of a snapshot; InvalidSnapshot unless it is whole
     (every CRC right, a header first and a footer last)."""

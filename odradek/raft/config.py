@@ -41,10 +41,6 @@ class VoterSet:
     addresses: Mapping[int, VoterAddress] = field(default_factory=dict)
     directory_ids: Mapping[int, str] = field(default_factory=dict)  # KIP-853; none when static
 
-    def __post_init__(self) -> None:
-        if not self.ids:
-            raise InvalidVoters("the voter set is empty")
-
     @classmethod
     def of(cls, *ids: int) -> VoterSet:
         return cls(frozenset(ids))
@@ -92,6 +88,8 @@ def parse_voters(text: str) -> VoterSet:
         if node_id < 0 or node_id in addresses:
             raise InvalidVoters(f"{VOTERS}: bad or repeated node id in {item!r}")
         addresses[node_id] = VoterAddress(node_id, host.strip("[]"), port_number)
+    if not addresses:
+        raise InvalidVoters("the voter set is empty")
     return VoterSet(frozenset(addresses), addresses)
 
 
@@ -111,6 +109,9 @@ class RaftConfig:
     # KIP-853: 1 when the voters live in the log (formatted with --standalone
     # or --initial-controllers); a log's own KRaftVersionRecord also says so.
     kraft_version: int = 0
+    # KIP-853: controller.quorum.bootstrap.servers, addressed as -1, -2, ...
+    # (their node ids are unknown) by an observer looking for the leader.
+    bootstrap_ids: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):

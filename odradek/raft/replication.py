@@ -167,7 +167,7 @@ class Replication(RaftNode):
         leader) asks a voter: the answer names the leader (Kafka's observers
         fetch from controller.quorum.bootstrap.servers the same way)."""
         self._reset_election_timer()
-        others = sorted(self.voters.ids - {self.node_id})
+        others = sorted(self.voters.ids - {self.node_id}) or list(self.config.bootstrap_ids)
         if not others:
             return
         body = M.FetchRequest(
