@@ -273,6 +273,7 @@ class RaftMetadataQuorum(MetadataQuorum):
         return quorum_status.describe(
             core.leader, self.voters.ids, self.log_end_offset, self.observers, now_ms,
             wall_offset_ms=int(time.time() * 1000) - now_ms,
+            raft_observers=core.leader.observers,
         )
 
     def append(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
