@@ -144,12 +144,26 @@ def raft_config(config: Any) -> RaftConfig | None:
     return RaftConfig(
         voters=VoterSet(frozenset(addresses), addresses),
         kraft_version=kraft_version,
+        directory_id=_directory_id(config.metadata_log_dir),
         bootstrap_ids=tuple(-1 - i for i in range(len(bootstrap))) if kraft_version else (),
         election_timeout_ms=config.get(ELECTION_TIMEOUT_MS),
         fetch_timeout_ms=config.get(FETCH_TIMEOUT_MS),
         election_backoff_max_ms=config.get(ELECTION_BACKOFF_MAX_MS),
         request_timeout_ms=config.get(REQUEST_TIMEOUT_MS),
     )
+
+
+def _directory_id(metadata_dir: Path) -> str:
+    """The metadata log dir's ``directory.id`` (meta.properties), "" if none."""
+    try:
+        text = (metadata_dir / "meta.properties").read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "directory.id":
+            return value.strip()
+    return ""
 
 
 class RaftMetadataQuorum(MetadataQuorum):

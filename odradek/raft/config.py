@@ -112,6 +112,7 @@ class RaftConfig:
     # KIP-853: controller.quorum.bootstrap.servers, addressed as -1, -2, ...
     # (their node ids are unknown) by an observer looking for the leader.
     bootstrap_ids: tuple[int, ...] = ()
+    directory_id: str = ""  # this node's metadata log dir (meta.properties), KIP-853
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):

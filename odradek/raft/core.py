@@ -117,6 +117,12 @@ class RaftCore(Election, Replication, Snapshots, Membership):
             if now >= self._fetch_deadline_ms and self.is_voter:
                 self._become_prospective()
             else:
+                if now >= self._fetch_deadline_ms:
+                    # An observer whose leader went quiet keeps fetching but no
+                    # longer vouches for it (KIP-996): it grants pre-votes, so
+                    # a voter set it is about to join can elect (KIP-853).
+                    self._fetched_from_leader = False
+                    self._fetch_deadline_ms = now + self.config.fetch_timeout_ms
                 self._tick_follower()
         elif now >= self._election_deadline_ms:
             if self._retained_leader() != NO_ID:

@@ -32,6 +32,7 @@ class ReplicaState:
     # previous fetch was caught up at that previous fetch)
     last_caught_up_ms: int = -1
     leader_end_at_last_fetch: int = -1
+    directory_id: str = ""  # an observer's, from its Fetch (KIP-853)
 
     def record_fetch(self, fetch_offset: int, leader_end_offset: int, now_ms: int) -> None:
         if fetch_offset >= leader_end_offset:
@@ -85,16 +86,22 @@ class LeaderState:
                 self.replicas[voter] = state
 
     def update_replica(
-        self, replica_id: int, end_offset: int, now_ms: int, leader_end_offset: int
+        self, replica_id: int, end_offset: int, now_ms: int, leader_end_offset: int,
+        directory_id: str = "", is_voter_key: bool = True,
     ) -> None:
-        replica = self.replicas.get(replica_id)
+        replica = self.replicas.get(replica_id) if is_voter_key else None
         if replica is None:
-            # An observer: it does not count towards the high watermark.
+            # An observer: it does not count towards the high watermark. A
+            # fetch from another directory than the one known is another
+            # replica (a disk wiped and formatted again): it starts over.
             replica = self.observers.get(replica_id)
+            if replica is not None and replica.directory_id != directory_id:
+                replica = None
             if replica is None:
-                if len(self.observers) >= MAX_OBSERVERS:
+                if len(self.observers) >= MAX_OBSERVERS and replica_id not in self.observers:
                     return
-                replica = self.observers[replica_id] = ReplicaState(replica_id)
+                replica = self.observers[replica_id] = ReplicaState(
+                    replica_id, directory_id=directory_id)
             replica.record_fetch(end_offset, leader_end_offset, now_ms)
             return
         # Reordered fetches of one epoch only ever report less: keep the max.

@@ -51,11 +51,15 @@ class Membership(RaftNode):
             raise VoterChangeError(M.DUPLICATE_VOTER, f"node {node_id} is already a voter")
         assert self.leader is not None
         observer = self.leader.observers.get(node_id)
-        if observer is None or observer.end_offset < self.high_watermark:
+        if (
+            observer is None
+            or observer.end_offset < self.high_watermark
+            or observer.directory_id not in ("", directory_id)
+        ):
             raise VoterChangeError(
                 M.REQUEST_TIMED_OUT,
-                f"node {node_id} is not an observer caught up to the high watermark "
-                f"{self.high_watermark}",
+                f"node {node_id} (directory {directory_id}) is not an observer caught up "
+                f"to the high watermark {self.high_watermark}",
             )
         return self._append_voters(voters.with_voter(node_id, directory_id, address))
 

@@ -89,6 +89,9 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int = 0
+    # KIP-853 (Fetch v17): the fetcher's metadata log dir, so a leader does not
+    # take a wiped and re-formatted node for the voter it replaced
+    replica_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
