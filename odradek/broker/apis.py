@@ -225,6 +225,10 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # -- the metadata quorum (KIP-595/836/853): its leader answers ----------------------
     ApiSpec(K.DESCRIBE_QUORUM, quorum.handle_describe_quorum, (_cluster(Op.DESCRIBE),),
             forwarded=True),
+    ApiSpec(K.ADD_RAFT_VOTER, quorum.handle_add_raft_voter, (_cluster(Op.ALTER),),
+            forwarded=True),
+    ApiSpec(K.REMOVE_RAFT_VOTER, quorum.handle_remove_raft_voter, (_cluster(Op.ALTER),),
+            forwarded=True),
     # -- finalized features (KIP-584) -----------------------------------------------------
     ApiSpec(K.UPDATE_FEATURES, features.handle_update_features, (_cluster(Op.ALTER),),
             forwarded=True, denial=features.update_features_errors),
@@ -307,6 +311,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     ApiSpec(K.BEGIN_QUORUM_EPOCH, cluster.handle_raft_request, CLUSTER_ACTION,
             controller=True),
     ApiSpec(K.END_QUORUM_EPOCH, cluster.handle_raft_request, CLUSTER_ACTION, controller=True),
+    ApiSpec(K.UPDATE_RAFT_VOTER, quorum.handle_update_raft_voter, CLUSTER_ACTION,
+            controller=True),
     ApiSpec(K.FETCH_SNAPSHOT, cluster.handle_fetch_snapshot, CLUSTER_ACTION, controller=True),
     ApiSpec(K.ALTER_PARTITION, cluster.handle_alter_partition, CLUSTER_ACTION,
             controller=True),

@@ -123,6 +123,8 @@ class Broker:
                                     settings, self.tls.controller_client_context(),
                                     sasl=self.controller_sasl)
         )
+        if isinstance(self.quorum, RaftMetadataQuorum):
+            self.quorum.bootstrap_servers = config.quorum_bootstrap_servers
         self.controller = Controller(
             default_num_partitions=config.get("num.partitions"),
             default_replication_factor=config.get("default.replication.factor"),

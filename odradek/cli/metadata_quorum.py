@@ -2,6 +2,10 @@
 
     odradek metadata-quorum --bootstrap-server HOST:PORT describe --status
     odradek metadata-quorum --bootstrap-server HOST:PORT describe --replication
+    odradek metadata-quorum --bootstrap-server HOST:PORT add-controller \
+        --controller-config controller.properties
+    odradek metadata-quorum --bootstrap-server HOST:PORT remove-controller \
+        --controller-id ID --controller-directory-id DIRID
 
 Both send DescribeQuorum v2 (KIP-595/836/853) to the bootstrap broker, which
 forwards it to the active controller (the quorum's leader) as Kafka's brokers
@@ -10,6 +14,17 @@ largest follower lag (in offsets and in ms behind the leader's caught-up time)
 and the voters with their controller endpoints and the observers;
 `--replication` one row per voter and observer: its log end offset, lag behind
 the leader, last fetch and last caught-up times (ms since the epoch) and role.
+
+`add-controller` (KIP-853) makes a running controller a voter: it reads that
+controller's server.properties (`--controller-config`; Kafka's tool takes the
+same file as its --command-config): node.id, the directory id in its metadata
+log dir's meta.properties and its controller listener, and sends AddRaftVoter;
+the controller must have been formatted with --no-initial-controllers and be
+running (an observer that has caught up). `remove-controller` sends
+RemoveRaftVoter for `--controller-id` with `--controller-directory-id` (both
+shown by `describe --status`); the active controller may remove itself (a new
+leader is elected from the rest). Only a quorum formatted with --standalone or
+--initial-controllers (kraft.version 1) can change; one change at a time.
 Exit codes: 0 ok, 1 the broker answered with an error or could not be reached,
 2 usage or a bad --command-config.
 """
@@ -20,17 +35,24 @@ import argparse
 import base64
 import json
 import sys
+import uuid
+from datetime import timedelta
 from typing import Any
 
+from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.protocol import api
+from odradek.raft.voters import uuid_bytes
 
 from . import output
 from .connection import Connection, add_command, reporting_broker_errors
+from .storage import controller_endpoint
 
 METADATA_TOPIC = "__cluster_metadata"
 VERSIONS: dict[int, int] = {
     api.ApiKey.METADATA: 12,
     api.ApiKey.DESCRIBE_QUORUM: 2,
+    api.ApiKey.ADD_RAFT_VOTER: 1,
+    api.ApiKey.REMOVE_RAFT_VOTER: 0,
 }
 
 
@@ -42,7 +64,61 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     what.add_argument("--status", action="store_true", help="leader, epoch, lag, voters")
     what.add_argument("--replication", action="store_true", help="one row per replica")
     p.set_defaults(handler=reporting_broker_errors("metadata-quorum", _describe))
+    p = sub.add_parser("add-controller", help="make a running controller a voter (KIP-853)")
+    p.add_argument("--controller-config", required=True, metavar="FILE",
+                   help="the server.properties of the controller to add")
+    p.set_defaults(handler=reporting_broker_errors("metadata-quorum", _add_controller))
+    p = sub.add_parser("remove-controller", help="remove a voter (KIP-853)")
+    p.add_argument("--controller-id", type=int, required=True)
+    p.add_argument("--controller-directory-id", required=True,
+                   help="its metadata log dir's directory.id (describe --status shows it)")
+    p.set_defaults(handler=reporting_broker_errors("metadata-quorum", _remove_controller))
     return parser
+
+
+def _voter_call(args: argparse.Namespace, key: int, body: dict[str, Any], what: str) -> int:
+    conn = Connection(args.bootstrap_server, args.timeout, VERSIONS,
+                      b"odradek-metadata-quorum", args.command_config)
+    try:
+        resp = conn.call(key, body)
+    finally:
+        conn.close()
+    if resp.error_code.value:
+        detail = f": {resp.error_message}" if resp.error_message else ""
+        return _error(f"{what}: {resp.error_code.name}{detail}")
+    print(f"{what}: done")
+    return 0
+
+
+def _add_controller(args: argparse.Namespace) -> int:
+    try:
+        config = BrokerConfig.load(args.controller_config, [])
+        endpoint = controller_endpoint(config)
+        meta = parse_properties((config.metadata_log_dir / "meta.properties").read_text())
+        directory = uuid.UUID(bytes=uuid_bytes(meta["directory.id"]))
+    except (ConfigError, OSError, KeyError, ValueError) as e:
+        print(f"odradek metadata-quorum: {args.controller_config}: {e}", file=sys.stderr)
+        return 2
+    body = {"cluster_id": meta.get("cluster.id"), "timeout": timedelta(seconds=args.timeout),
+            "voter_id": config.node_id, "voter_directory_id": directory,
+            "listeners": [{"name": endpoint.listener, "host": endpoint.host,
+                           "port": endpoint.port}],
+            "ack_when_committed": True}
+    return _voter_call(args, api.ApiKey.ADD_RAFT_VOTER, body,
+                       f"add controller {config.node_id}")
+
+
+def _remove_controller(args: argparse.Namespace) -> int:
+    try:
+        directory = uuid.UUID(bytes=uuid_bytes(args.controller_directory_id))
+    except ValueError:
+        print("odradek metadata-quorum: --controller-directory-id is not a Kafka Uuid",
+              file=sys.stderr)
+        return 2
+    body = {"cluster_id": None, "voter_id": args.controller_id,
+            "voter_directory_id": directory}
+    return _voter_call(args, api.ApiKey.REMOVE_RAFT_VOTER, body,
+                       f"remove controller {args.controller_id}")
 
 
 def _describe(args: argparse.Namespace) -> int:

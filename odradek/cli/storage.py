@@ -3,6 +3,7 @@
     odradek storage random-uuid
     odradek storage format --cluster-id <id> -c server.properties [--ignore-formatted]
         [--add-scram 'SCRAM-SHA-256=[name=admin,password=admin-secret]' ...]
+        [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
     odradek storage info -c server.properties
 
 `format` writes `meta.properties` (node.id, directory.id, version=1,
@@ -18,6 +19,25 @@ bootstrap.checkpoint, the UserScramCredentialRecords (salted; no password)
 go into `bootstrap-records.json` in the metadata log dir, one JSON record a
 line, and the first active controller of the cluster commits them to its
 empty metadata log (broker/controller_service.py).
+
+Dynamic controller quorum (KIP-853, kraft.version 1), as kafka-storage.sh:
+a controller configured with `controller.quorum.bootstrap.servers` instead of
+`controller.quorum.voters` needs one of
+
+* `--standalone` (`-s`): this controller is the only voter; grow the quorum
+  later with `odradek metadata-quorum add-controller`;
+* `--initial-controllers` (`-I`) `1@host1:9093:DIRID1,2@host2:9093:DIRID2,...`:
+  the first voters with the directory ids of their metadata log dirs (make
+  them with `odradek storage random-uuid`); this node's metadata log dir is
+  formatted with the id listed for its node.id;
+* `--no-initial-controllers` (`-N`): a controller that starts as an observer,
+  to be added later.
+
+The first two write the bootstrap snapshot
+`__cluster_metadata-0/00000000000000000000-0000000000.checkpoint` (a
+KRaftVersionRecord with kraft.version 1 and a VotersRecord) into the metadata
+log dir. With static `controller.quorum.voters` (kraft.version 0) these flags
+are refused, as Kafka refuses them.
 """
 
 from __future__ import annotations
@@ -32,6 +52,16 @@ from odradek.cli.users import ScramSpecError, parse_scram_specs, salted_upsertio
 from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.metadata import records as R
 from odradek.metadata.bootstrap import write_bootstrap_records
+from odradek.metadata.snapshots import MetadataSnapshots, bootstrap_checkpoint
+from odradek.raft.config import InvalidVoters, VoterAddress, VoterSet
+from odradek.raft.log import OffsetAndEpoch, snapshot_file_name
+from odradek.raft.voters import (
+    KRAFT_VERSION,
+    KRAFT_VOTERS,
+    encode_kraft_version,
+    encode_voters,
+    uuid_bytes,
+)
 from odradek.security import scram
 
 
@@ -40,17 +70,22 @@ def random_uuid() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
-def meta_properties_text(node_id: int, cluster_id: str) -> str:
+def meta_properties_text(node_id: int, cluster_id: str, directory_id: str | None = None) -> str:
     return (
         "#Written by odradek storage format\n"
         f"node.id={node_id}\n"
-        f"directory.id={random_uuid()}\n"
+        f"directory.id={directory_id or random_uuid()}\n"
         "version=1\n"
         f"cluster.id={cluster_id}\n"
     )
 
 
-def format_dirs(config: BrokerConfig, cluster_id: str, ignore_formatted: bool) -> list[str]:
+def format_dirs(
+    config: BrokerConfig,
+    cluster_id: str,
+    ignore_formatted: bool,
+    metadata_directory_id: str | None = None,
+) -> list[str]:
     """Format every dir; returns what was done, one line per dir. Raises ValueError."""
     dirs: list[Path] = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
     done = []
@@ -71,10 +106,89 @@ def format_dirs(config: BrokerConfig, cluster_id: str, ignore_formatted: bool) -
             continue
         d.mkdir(parents=True, exist_ok=True)
         tmp = meta.with_suffix(".tmp")
-        tmp.write_text(meta_properties_text(config.node_id, cluster_id))
+        directory_id = metadata_directory_id if d == config.metadata_log_dir else None
+        tmp.write_text(meta_properties_text(config.node_id, cluster_id, directory_id))
         tmp.replace(meta)
         done.append(f"Formatting {d} with metadata.version (odradek) and cluster {cluster_id}")
     return done
+
+
+def controller_endpoint(config: BrokerConfig) -> VoterAddress:
+    """This controller's endpoint for the VotersRecord: its first controller
+    listener (advertised if `advertised.listeners` names it)."""
+    names = sorted(config.controller_listener_names)
+    if not names:
+        raise ValueError("controller.listener.names is not set")
+    for endpoints in (config._advertised_endpoints(), config.listeners):
+        for e in endpoints:
+            if e.name == names[0]:
+                return VoterAddress(config.node_id, e.host or "localhost", e.port, e.name)
+    raise ValueError(f"no listener named {names[0]} (controller.listener.names)")
+
+
+def parse_initial_controllers(text: str, listener: str) -> VoterSet:
+    """``id@host:port:directoryid,...`` (Kafka's --initial-controllers)."""
+    addresses: dict[int, VoterAddress] = {}
+    directories: dict[int, str] = {}
+    for item in (p.strip() for p in text.split(",") if p.strip()):
+        node, at, rest = item.partition("@")
+        host_port, colon, directory_id = rest.rpartition(":")
+        host, colon2, port = host_port.rpartition(":")
+        if not (at and colon and colon2 and node.isdigit() and port.isdigit() and host):
+            raise ValueError(f"--initial-controllers: {item!r} is not id@host:port:directoryid")
+        try:
+            uuid_bytes(directory_id)
+        except (InvalidVoters, ValueError):
+            raise ValueError(f"--initial-controllers: {directory_id!r} is not a Kafka Uuid "
+                             "(odradek storage random-uuid makes one)") from None
+        node_id = int(node)
+        if node_id in addresses or directory_id in directories.values():
+            raise ValueError(f"--initial-controllers: node {node_id} or its directory id "
+                             "appears twice")
+        addresses[node_id] = VoterAddress(node_id, host.strip("[]"), int(port), listener)
+        directories[node_id] = directory_id
+    if not addresses:
+        raise ValueError("--initial-controllers: no controller given")
+    return VoterSet(frozenset(addresses), addresses, directories)
+
+
+def bootstrap_voters(args: argparse.Namespace, config: BrokerConfig) -> VoterSet | None:
+    """The first voter set `--standalone` / `--initial-controllers` ask for;
+    None for a static quorum or --no-initial-controllers. Raises ValueError."""
+    dynamic_flag = args.standalone or args.initial_controllers or args.no_initial_controllers
+    is_controller = "controller" in config.process_roles
+    if dynamic_flag and not is_controller:
+        raise ValueError("--standalone, --initial-controllers and --no-initial-controllers "
+                         "are for a node with the controller role")
+    if dynamic_flag and config.quorum_voters:
+        raise ValueError("controller.quorum.voters is set (a static quorum, kraft.version 0): "
+                         "use controller.quorum.bootstrap.servers with --standalone, "
+                         "--initial-controllers or --no-initial-controllers")
+    if is_controller and not config.quorum_voters and config.quorum_bootstrap_servers \
+            and not dynamic_flag:
+        raise ValueError("controller.quorum.voters is not set: give one of --standalone, "
+                         "--initial-controllers or --no-initial-controllers")
+    if args.standalone:
+        address = controller_endpoint(config)
+        return VoterSet(frozenset({config.node_id}), {config.node_id: address},
+                        {config.node_id: random_uuid()})
+    if args.initial_controllers:
+        listener = min(config.controller_listener_names or {"CONTROLLER"})
+        voters = parse_initial_controllers(args.initial_controllers, listener)
+        if config.node_id not in voters:
+            raise ValueError(f"--initial-controllers does not name this node ({config.node_id})")
+        return voters
+    return None
+
+
+def write_bootstrap_snapshot(metadata_dir: Path, voters: VoterSet) -> Path:
+    path = metadata_dir / "__cluster_metadata-0"
+    path.mkdir(parents=True, exist_ok=True)
+    snapshot_id = OffsetAndEpoch(0, 0)
+    data = bootstrap_checkpoint([(KRAFT_VERSION, encode_kraft_version(1)),
+                                 (KRAFT_VOTERS, encode_voters(voters))])
+    MetadataSnapshots(path).write(snapshot_id, data)
+    return path / snapshot_file_name(snapshot_id)
 
 
 def scram_bootstrap_records(specs: list[str]) -> list[R.MetadataRecord]:
@@ -109,8 +223,15 @@ def run(args: argparse.Namespace) -> int:
     if args.storage_command == "format":
         try:
             bootstrap = scram_bootstrap_records(args.add_scram)
-            for line in format_dirs(config, args.cluster_id, args.ignore_formatted):
+            voters = bootstrap_voters(args, config)
+            directory_id = voters.directory_ids[config.node_id] if voters else None
+            for line in format_dirs(config, args.cluster_id, args.ignore_formatted,
+                                    directory_id):
                 print(line)
+            if voters is not None:
+                checkpoint = write_bootstrap_snapshot(config.metadata_log_dir, voters)
+                print(f"Bootstrap: kraft.version 1, voters "
+                      f"{','.join(str(v) for v in sorted(voters.ids))} in {checkpoint}")
             if bootstrap:
                 path = write_bootstrap_records(config.metadata_log_dir, bootstrap)
                 print(f"Bootstrap: {len(bootstrap)} SCRAM credential(s) in {path}")
@@ -145,5 +266,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            help="a SCRAM user to bootstrap, e.g. "
                                 "'SCRAM-SHA-256=[name=admin,password=admin-secret]'; "
                                 "repeatable")
+            quorum = p.add_mutually_exclusive_group()
+            quorum.add_argument("-s", "--standalone", action="store_true",
+                                help="this controller is the only voter (KIP-853)")
+            quorum.add_argument("-I", "--initial-controllers", metavar="ID@HOST:PORT:DIRID,...",
+                                help="the first voters, with their metadata dirs' ids")
+            quorum.add_argument("-N", "--no-initial-controllers", action="store_true",
+                                help="a controller that joins later as an observer")
     parser.set_defaults(handler=run)
     return parser

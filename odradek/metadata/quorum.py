@@ -220,7 +220,7 @@ class MetadataQuorum:
             return None
         snapshot_id = OffsetAndEpoch(end_offset, raft_log.epoch_at(end_offset - 1))
         started = time.monotonic()
-        data = S.encode(self.image, snapshot_id)
+        data = S.encode(self.image, snapshot_id, self._snapshot_controls(end_offset))
         if not self._store_snapshot(snapshot_id, data):
             return None
         self._restart_snapshot_count()
@@ -232,6 +232,10 @@ class MetadataQuorum:
             raft_log.log_start_offset,
         )
         return snapshot_id
+
+    def _snapshot_controls(self, end_offset: int) -> list[tuple[int, bytes]]:
+        """KIP-853 control records a snapshot carries (the Raft quorum's voters)."""
+        return []
 
     def _restart_snapshot_count(self) -> None:
         self._bytes_since_snapshot = 0

@@ -75,6 +75,7 @@ def describe(
     observers: ObserverTable,
     now_ms: int,
     wall_offset_ms: int = 0,
+    raft_observers: dict[int, ReplicaState] | None = None,
 ) -> QuorumStatus:
     """The leader's view; the leader itself is caught up now. Raft's clock is
     monotonic: `wall_offset_ms` turns its times into wall-clock ms, as Kafka
@@ -91,5 +92,18 @@ def describe(
         leader.epoch,
         leader.high_watermark,
         tuple(views),
-        tuple(_view(r, wall_offset_ms) for r in observers.current(leader.epoch, now_ms)),
+        tuple(_view(r, wall_offset_ms) for r in _observers(
+            observers.current(leader.epoch, now_ms), raft_observers or {}, voters)),
     )
+
+
+def _observers(
+    brokers: list[ReplicaState], controllers: dict[int, ReplicaState], voters: frozenset[int]
+) -> list[ReplicaState]:
+    """Broker observers and controllers that fetch through the Raft core without
+    being voters (KIP-853: waiting to be added, or removed), by node id."""
+    merged = {r.node_id: r for r in brokers}
+    for node_id, r in controllers.items():
+        if node_id not in voters and node_id not in merged:
+            merged[node_id] = r
+    return sorted(merged.values(), key=lambda r: r.node_id)

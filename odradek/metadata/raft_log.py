@@ -33,6 +33,8 @@ from ..storage.log import PartitionLog
 from . import snapshots as S
 from .snapshots import SNAPSHOTS_KEPT, MetadataSnapshots
 
+CONTROL_READ_BYTES = 1024 * 1024  # one read while scanning for control records
+
 
 class PartitionRaftLog:
     def __init__(self, plog: PartitionLog, snapshots: MetadataSnapshots | None = None) -> None:
@@ -95,8 +97,11 @@ class PartitionRaftLog:
     def append_as_leader(self, records: Sequence[bytes], epoch: int, control: bool = False) -> int:
         assert records
         now_ms = int(time.time() * 1000)
+        # A control entry is its key (version, type) then its value (voters.py).
         buf = bytearray(batches.build_batch(
-            [batches.Record(offset=-1, timestamp=now_ms, key=None, value=bytes(r))
+            [batches.Record(offset=-1, timestamp=now_ms, key=bytes(r[:4]), value=bytes(r[4:]))
+             if control else
+             batches.Record(offset=-1, timestamp=now_ms, key=None, value=bytes(r))
              for r in records],
             is_control=control,
         ))
@@ -118,6 +123,29 @@ class PartitionRaftLog:
 
     def flush(self) -> None:
         self.plog.flush()
+
+    def control_entries(self, start: int, end: int) -> list[tuple[int, int, bytes]]:
+        """(offset, control type, value) of the control records in [start, end)."""
+        out: list[tuple[int, int, bytes]] = []
+        position = max(start, self.plog.log_start_offset)
+        end = min(end, self.plog.log_end_offset)
+        while position < end:
+            data = bytes(self.plog.read(position, CONTROL_READ_BYTES, end, True).records)
+            headers = list(batches.iter_batch_headers(data))
+            if not headers:
+                break
+            for header in headers:
+                if header.is_control and header.base_offset >= start:
+                    for record in batches.decode_batch_records(data, header):
+                        if record.key is not None and len(record.key) >= 4:
+                            kind = int.from_bytes(record.key[2:4], "big", signed=True)
+                            out.append((record.offset, kind, bytes(record.value or b"")))
+                position = header.next_offset
+        return out
+
+    def snapshot_control_entries(self, snapshot_id: OffsetAndEpoch) -> list[tuple[int, bytes]]:
+        data = self.snapshots.read(snapshot_id)
+        return [] if data is None else S.control_records(data)
 
     # -- snapshots -----------------------------------------------------------------------
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:

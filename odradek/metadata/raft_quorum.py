@@ -86,6 +86,7 @@ from ..raft.effects import (
 )
 from ..raft.log import OffsetAndEpoch
 from ..raft.state import NO_ID, State, read_quorum_state, write_quorum_state
+from ..raft.voters import KRAFT_VERSION, KRAFT_VOTERS, encode_kraft_version, encode_voters
 from . import image as img
 from . import quorum_status, raft_wire
 from . import records as R
@@ -131,15 +132,38 @@ def raft_config(config: Any) -> RaftConfig | None:
         return None
     voters = config.quorum_voters
     addresses = {v.node_id: VoterAddress(v.node_id, v.host, v.port) for v in voters}
-    if not addresses:
+    bootstrap = config.quorum_bootstrap_servers
+    kraft_version = 0
+    if not addresses and bootstrap:
+        # KIP-853: the voters are in the metadata log (the bootstrap snapshot
+        # `storage format --standalone/--initial-controllers` wrote, then
+        # VotersRecords); with none there this node is an observer.
+        kraft_version = 1
+    elif not addresses:
         addresses = {config.node_id: VoterAddress(config.node_id, "127.0.0.1", 0)}
     return RaftConfig(
         voters=VoterSet(frozenset(addresses), addresses),
+        kraft_version=kraft_version,
+        directory_id=_directory_id(config.metadata_log_dir),
+        bootstrap_ids=tuple(-1 - i for i in range(len(bootstrap))) if kraft_version else (),
         election_timeout_ms=config.get(ELECTION_TIMEOUT_MS),
         fetch_timeout_ms=config.get(FETCH_TIMEOUT_MS),
         election_backoff_max_ms=config.get(ELECTION_BACKOFF_MAX_MS),
         request_timeout_ms=config.get(REQUEST_TIMEOUT_MS),
     )
+
+
+def _directory_id(metadata_dir: Path) -> str:
+    """The metadata log dir's ``directory.id`` (meta.properties), "" if none."""
+    try:
+        text = (metadata_dir / "meta.properties").read_text()
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "directory.id":
+            return value.strip()
+    return ""
 
 
 class RaftMetadataQuorum(MetadataQuorum):
@@ -156,8 +180,11 @@ class RaftMetadataQuorum(MetadataQuorum):
         super().__init__(metadata_dir, node_id, settings)
         self.channel_ssl = channel_ssl  # TLS to the other voters (controller listener)
         self.sasl = sasl
-        assert node_id in config.voters, "only a voter runs the Raft quorum"
+        assert node_id in config.voters or config.kraft_version >= 1, (
+            "with a static quorum only a voter runs the Raft quorum")
         self.config = config
+        self.dynamic = config.kraft_version >= 1  # KIP-853: voters in the log
+        self.bootstrap_servers: list[tuple[str, int]] = []  # by -1 - index
         self.cluster_id = cluster_id
         self.core: RaftCore | None = None
         self.observers = quorum_status.ObserverTable()  # DescribeQuorum's observers
@@ -183,7 +210,7 @@ class RaftMetadataQuorum(MetadataQuorum):
         """Open the log; the image starts from the newest snapshot (committed)
         and follows the high watermark (what the log holds past it may not be
         committed)."""
-        if self.single_voter:
+        if not self.dynamic and self.single_voter:
             super().load()  # the whole log is committed: replayed into the image
             assert self._log is not None and self._raft_log is not None
             self._applied_end = self._log.log_end_offset
@@ -200,8 +227,13 @@ class RaftMetadataQuorum(MetadataQuorum):
         return self.image
 
     @property
+    def voters(self) -> VoterSet:
+        """The voter set in force (KIP-853: the latest in the log)."""
+        return self.core.voters if self.core is not None else self.config.voters
+
+    @property
     def single_voter(self) -> bool:
-        return self.config.voters.ids == {self.node_id}
+        return self.voters.ids == {self.node_id}
 
     def start(self) -> None:
         """Start the core (a lone voter leads, and is the active controller,
@@ -240,7 +272,7 @@ class RaftMetadataQuorum(MetadataQuorum):
         core = self.core
         if core is None or core.leader is None or replica_id < 0:
             return
-        if replica_id in self.config.voters:
+        if replica_id in self.voters:
             return
         self.observers.fetched(
             core.epoch, replica_id, fetch_offset, self.log_end_offset, _now_ms()
@@ -253,8 +285,9 @@ class RaftMetadataQuorum(MetadataQuorum):
             return None
         now_ms = _now_ms()
         return quorum_status.describe(
-            core.leader, self.config.voters.ids, self.log_end_offset, self.observers, now_ms,
+            core.leader, self.voters.ids, self.log_end_offset, self.observers, now_ms,
             wall_offset_ms=int(time.time() * 1000) - now_ms,
+            raft_observers=core.leader.observers,
         )
 
     def append(self, records: list[R.MetadataRecord]) -> img.MetadataImage:
@@ -287,6 +320,24 @@ class RaftMetadataQuorum(MetadataQuorum):
         self._run(effects)
         await done
         return self.image
+
+    async def change_voters(
+        self, change: Callable[[RaftCore, int], tuple[int, list[Effect]]], timeout_s: float
+    ) -> None:
+        """AddRaftVoter / RemoveRaftVoter / UpdateRaftVoter on the leader:
+        `change` appends the VotersRecord (or raises VoterChangeError); return
+        once it is committed (TimeoutError after `timeout_s`)."""
+        core = self.core
+        if core is None or not self.active:
+            raise NotControllerError(self.leader_id)
+        offset, effects = change(core, _now_ms())
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if offset < self._applied_end:
+            done.set_result(None)
+        else:
+            self._commit_waiters.append((offset, done))
+        self._run(effects)
+        await asyncio.wait_for(asyncio.shield(done), timeout_s)
 
     # -- requests from the other voters ----------------------------------------------------
 
@@ -342,7 +393,7 @@ class RaftMetadataQuorum(MetadataQuorum):
                         assert not isinstance(envelope.body, M.REQUEST_TYPES)
                         answer.set_result(envelope.body)  # type: ignore[arg-type]
             elif isinstance(effect, PersistElectionState):
-                write_quorum_state(self._state_dir, effect.state, sorted(self.config.voters.ids))
+                write_quorum_state(self._state_dir, effect.state, sorted(self.voters.ids))
             elif isinstance(effect, HighWatermarkAdvanced):
                 self._apply_committed(effect.high_watermark)
             elif isinstance(effect, LeaderChanged):
@@ -449,16 +500,44 @@ class RaftMetadataQuorum(MetadataQuorum):
         key = (envelope.dst, is_fetch)
         if self._queued.get(key, 0) >= MAX_QUEUED_PER_CHANNEL:
             return  # as if lost: the core asks again on its timers
+        host_port = self._address_of(envelope.dst)
+        if host_port is None:
+            return  # not known yet: as if lost
         channel = self._channels.get(key)
+        if channel is not None and (channel.host, channel.port) != host_port:
+            channel.close()  # the voter moved (UpdateRaftVoter) or was a guess
+            channel = None
         if channel is None:
-            address = self.config.voters.addresses[envelope.dst]
-            channel = KafkaChannel(address.host, address.port, b"odradek-raft",
+            channel = KafkaChannel(host_port[0], host_port[1], b"odradek-raft",
                                    ssl_context=self.channel_ssl, sasl=self.sasl)
             self._channels[key] = channel
         self._queued[key] = self._queued.get(key, 0) + 1
         task = asyncio.get_running_loop().create_task(self._call(channel, key, envelope))
         self._calls.add(task)
         task.add_done_callback(self._calls.discard)
+
+    def _address_of(self, node_id: int) -> tuple[str, int] | None:
+        """A voter's address: the voter set's (the log's, KIP-853), a bootstrap
+        server for the ids -1, -2, ...; a leader this observer knows only by id
+        (its log does not hold the VotersRecord yet) is looked for among the
+        bootstrap servers, one at random per call (one that is not the leader
+        answers NOT_LEADER and the core asks again)."""
+        address = self.voters.addresses.get(node_id) or self.config.voters.addresses.get(node_id)
+        if address is not None and address.port > 0:
+            return address.host, address.port
+        servers = self.bootstrap_servers
+        if node_id < 0 and -1 - node_id < len(servers):
+            return servers[-1 - node_id]
+        if servers:
+            return random.choice(servers)
+        return None
+
+    def _snapshot_controls(self, end_offset: int) -> list[tuple[int, bytes]]:
+        core = self.core
+        if core is None or core.voter_history.kraft_version < 1:
+            return []
+        return [(KRAFT_VERSION, encode_kraft_version(1)),
+                (KRAFT_VOTERS, encode_voters(core.voter_history.at(end_offset - 1)))]
 
     async def _call(
         self, channel: KafkaChannel, key: tuple[int, bool], envelope: M.Envelope

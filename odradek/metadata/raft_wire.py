@@ -19,6 +19,7 @@ feeds the answers to the core.
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from ..protocol import api
@@ -26,14 +27,22 @@ from ..protocol.entities import ms
 from ..protocol.records import iter_batch_headers
 from ..raft import messages as M
 from ..raft.log import OffsetAndEpoch, RecordsSlice
-from .quorum import METADATA_TOPIC
+from ..raft.voters import ZERO_UUID, uuid_bytes, uuid_text
+from .quorum import METADATA_TOPIC, METADATA_TOPIC_ID
 
 VOTE_VERSION = 2
 BEGIN_QUORUM_EPOCH_VERSION = 1
 END_QUORUM_EPOCH_VERSION = 1
-FETCH_VERSION = 12
+FETCH_VERSION = 17  # v17: the fetcher's replica directory id (KIP-853)
 FETCH_SNAPSHOT_VERSION = 1
 FETCH_MAX_BYTES = 8 * 1024 * 1024
+
+
+def _uuid(text: str) -> uuid.UUID | None:
+    """A Kafka Uuid (base64) as kio's UUID; None for no id (the zero id)."""
+    if not text or text == ZERO_UUID:
+        return None
+    return uuid.UUID(bytes=uuid_bytes(text))
 
 
 def _code(value: Any) -> int:
@@ -85,14 +94,16 @@ def request_to_wire(body: M.Request, cluster_id: str | None) -> tuple[int, int, 
         }
     if isinstance(body, M.FetchRequest):
         return api.ApiKey.FETCH, FETCH_VERSION, {
-            "cluster_id": cluster_id, "replica_id": body.replica_id,
+            "cluster_id": cluster_id,
+            "replica_state": {"replica_id": body.replica_id, "replica_epoch": -1},
             "max_wait": body.max_wait_ms, "min_bytes": 0, "max_bytes": FETCH_MAX_BYTES,
             "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": METADATA_TOPIC, "partitions": [{
+            "topics": [{"topic_id": METADATA_TOPIC_ID, "partitions": [{
                 "partition": 0, "current_leader_epoch": body.current_leader_epoch,
                 "fetch_offset": body.fetch_offset,
                 "last_fetched_epoch": body.last_fetched_epoch,
                 "log_start_offset": -1, "partition_max_bytes": FETCH_MAX_BYTES,
+                "replica_directory_id": _uuid(body.replica_directory_id),
             }]}],
             "forgotten_topics_data": [], "rack_id": "",
         }
@@ -189,9 +200,13 @@ def request_from_wire(api_key: int, request: Any) -> tuple[int, M.Request]:
             int(p.leader_id), int(p.leader_epoch), successors)
     if api_key == api.ApiKey.FETCH:
         p = _partition(request)
-        return int(request.replica_id), M.FetchRequest(
-            int(request.replica_id), int(p.current_leader_epoch), int(p.fetch_offset),
-            int(p.last_fetched_epoch), ms(request.max_wait))
+        state = getattr(request, "replica_state", None)
+        replica_id = int(state.replica_id) if state is not None else int(request.replica_id)
+        directory = getattr(p, "replica_directory_id", None)
+        return replica_id, M.FetchRequest(
+            replica_id, int(p.current_leader_epoch), int(p.fetch_offset),
+            int(p.last_fetched_epoch), ms(request.max_wait),
+            uuid_text(directory.bytes) if isinstance(directory, uuid.UUID) else "")
     if api_key == api.ApiKey.FETCH_SNAPSHOT:
         p = _partition(request)
         return int(request.replica_id), M.FetchSnapshotRequest(
@@ -222,7 +237,8 @@ def response_to_wire(body: M.Response) -> dict[str, Any]:
         if body.snapshot_id is not None:
             part["snapshot_id"] = snapshot_id_to_wire(body.snapshot_id)
         return {"error_code": 0, "session_id": 0,
-                "responses": [{"topic": METADATA_TOPIC, "partitions": [part]}]}
+                "responses": [{"topic": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID,
+                               "partitions": [part]}]}
     if isinstance(body, M.FetchSnapshotResponse):
         return fetch_snapshot_response(
             body.error_code, body.leader_id, body.leader_epoch, body.snapshot_id, body.size,

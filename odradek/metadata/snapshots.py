@@ -64,8 +64,14 @@ class InvalidSnapshot(ValueError):
     pass
 
 
-def encode(image: img.MetadataImage, snapshot_id: OffsetAndEpoch) -> bytes:
-    """The bytes of the snapshot of `image` (the file's whole content)."""
+def encode(
+    image: img.MetadataImage,
+    snapshot_id: OffsetAndEpoch,
+    controls: list[tuple[int, bytes]] | None = None,
+) -> bytes:
+    """The bytes of the snapshot of `image` (the file's whole content).
+    `controls`: (control type, value) records after the header (KIP-853's
+    KRaftVersionRecord and VotersRecord, when the quorum is at kraft.version 1)."""
     now_ms = int(time.time() * 1000)
     epoch = snapshot_id.epoch
     out = bytearray()
@@ -82,6 +88,8 @@ def encode(image: img.MetadataImage, snapshot_id: OffsetAndEpoch) -> bytes:
         offset += 1
 
     control(SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, now_ms) + b"\x00")
+    for kind, value in controls or ():
+        control(kind, value)
     records = img.records_of(image)
     for start in range(0, len(records), SNAPSHOT_BATCH_RECORDS):
         chunk = records[start : start + SNAPSHOT_BATCH_RECORDS]
@@ -97,6 +105,21 @@ def encode(image: img.MetadataImage, snapshot_id: OffsetAndEpoch) -> bytes:
         )
         offset += len(chunk)
     control(SNAPSHOT_FOOTER, _FOOTER_VALUE.pack(0) + b"\x00")
+    return bytes(out)
+
+
+def bootstrap_checkpoint(controls: list[tuple[int, bytes]]) -> bytes:
+    """KIP-853's bootstrap snapshot ``00000000000000000000-0000000000.checkpoint``
+    (`odradek storage format --standalone/--initial-controllers`): the header,
+    the KRaftVersionRecord and VotersRecord, the footer; no metadata records."""
+    now_ms = int(time.time() * 1000)
+    kinds = [(SNAPSHOT_HEADER, _HEADER_VALUE.pack(0, now_ms) + b"\x00"), *controls,
+             (SNAPSHOT_FOOTER, _FOOTER_VALUE.pack(0) + b"\x00")]
+    out = bytearray()
+    for offset, (kind, value) in enumerate(kinds):
+        record = batches.Record(offset, now_ms, _CONTROL_KEY.pack(0, kind), value)
+        out.extend(batches.build_batch([record], base_offset=offset, is_control=True,
+                                       partition_leader_epoch=0))
     return bytes(out)
 
 
@@ -125,6 +148,22 @@ def decode(data: bytes) -> list[R.MetadataRecord]:
     if kinds[:1] != [SNAPSHOT_HEADER] or kinds[-1:] != [SNAPSHOT_FOOTER]:
         raise InvalidSnapshot("no SnapshotHeader first or no SnapshotFooter last")
     return records
+
+
+def control_records(data: bytes) -> list[tuple[int, bytes]]:
+    """(control type, value) of every control record of a snapshot, header
+    and footer included; [] if the bytes do not parse."""
+    out: list[tuple[int, bytes]] = []
+    try:
+        for header in batches.iter_batch_headers(data):
+            if not header.is_control:
+                continue
+            for record in batches.decode_batch_records(data, header):
+                if record.key is not None and len(record.key) >= _CONTROL_KEY.size:
+                    out.append((_CONTROL_KEY.unpack_from(record.key)[1], record.value or b""))
+    except (batches.InvalidRecords, ValueError):
+        return []
+    return out
 
 
 def image_of(snapshot_id: OffsetAndEpoch, records: list[R.MetadataRecord]) -> img.MetadataImage:

@@ -86,6 +86,9 @@ class ApiKey(IntEnum):
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_QUORUM = 55
+    ADD_RAFT_VOTER = 80  # KIP-853 dynamic controller quorum
+    REMOVE_RAFT_VOTER = 81
+    UPDATE_RAFT_VOTER = 82  # a voter's own, to the leader (controller listener)
     UPDATE_FEATURES = 57
     # Controller APIs (KRaft): answered only on a controller's listeners.
     VOTE = 52
@@ -178,6 +181,10 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.DESCRIBE_QUORUM: (0, 2),
+    # KIP-853: brokers forward them to the active controller (the Raft leader);
+    # AddRaftVoter v1 adds ack_when_committed
+    ApiKey.ADD_RAFT_VOTER: (0, 1),
+    ApiKey.REMOVE_RAFT_VOTER: (0, 0),
     # finalized feature levels (KIP-584; metadata/features.py)
     ApiKey.UPDATE_FEATURES: (0, 2),
 }
@@ -196,6 +203,7 @@ CONTROLLER_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.BEGIN_QUORUM_EPOCH: (1, 1),
     ApiKey.END_QUORUM_EPOCH: (1, 1),
     ApiKey.FETCH_SNAPSHOT: (0, 1),  # voters and observers (brokers), KIP-630
+    ApiKey.UPDATE_RAFT_VOTER: (0, 0),  # KIP-853: a voter's new endpoints
     ApiKey.ASSIGN_REPLICAS_TO_DIRS: (0, 0),
     ApiKey.ENVELOPE: (0, 0),  # brokers' forwarded admin requests (KIP-590)
 }

@@ -1,9 +1,9 @@
 """Raft configuration: Kafka's `controller.quorum.*` keys, verbatim.
 
 `controller.quorum.voters` is a static voter set, as in KIP-595
-(``1@host1:9093,2@host2:9093,3@host3:9093``). KIP-853's dynamic voter set
-(voters kept in the log, AddRaftVoter/RemoveRaftVoter) is not built yet; the
-core only asks `VoterSet` for ids and the majority, so it can grow into it.
+(``1@host1:9093,2@host2:9093,3@host3:9093``): kraft.version 0. With
+kraft.version 1 (KIP-853) the voter set is kept in the log instead
+(`voters.py`); a `VoterSet` then also knows each voter's directory id.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ class VoterAddress:
     node_id: int
     host: str
     port: int
+    listener: str = "CONTROLLER"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +39,7 @@ class VoterSet:
 
     ids: frozenset[int]
     addresses: Mapping[int, VoterAddress] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        if not self.ids:
-            raise InvalidVoters("the voter set is empty")
+    directory_ids: Mapping[int, str] = field(default_factory=dict)  # KIP-853; none when static
 
     @classmethod
     def of(cls, *ids: int) -> VoterSet:
@@ -56,6 +54,21 @@ class VoterSet:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    def with_voter(
+        self, node_id: int, directory_id: str, address: VoterAddress | None
+    ) -> VoterSet:
+        addresses = dict(self.addresses)
+        if address is not None:
+            addresses[node_id] = address
+        return VoterSet(self.ids | {node_id}, addresses, {**self.directory_ids, node_id: directory_id})
+
+    def without_voter(self, node_id: int) -> VoterSet:
+        return VoterSet(
+            self.ids - {node_id},
+            {k: v for k, v in self.addresses.items() if k != node_id},
+            {k: v for k, v in self.directory_ids.items() if k != node_id},
+        )
 
 
 def parse_voters(text: str) -> VoterSet:
@@ -75,6 +88,8 @@ def parse_voters(text: str) -> VoterSet:
         if node_id < 0 or node_id in addresses:
             raise InvalidVoters(f"{VOTERS}: bad or repeated node id in {item!r}")
         addresses[node_id] = VoterAddress(node_id, host.strip("[]"), port_number)
+    if not addresses:
+        raise InvalidVoters("the voter set is empty")
     return VoterSet(frozenset(addresses), addresses)
 
 
@@ -91,6 +106,13 @@ class RaftConfig:
     # Bounds (STYLE: every queue has one). Proposals the leader accepts into
     # one append; entries returned by one in-memory read.
     max_records_per_append: int = 10_000
+    # KIP-853: 1 when the voters live in the log (formatted with --standalone
+    # or --initial-controllers); a log's own KRaftVersionRecord also says so.
+    kraft_version: int = 0
+    # KIP-853: controller.quorum.bootstrap.servers, addressed as -1, -2, ...
+    # (their node ids are unknown) by an observer looking for the leader.
+    bootstrap_ids: tuple[int, ...] = ()
+    directory_id: str = ""  # this node's metadata log dir (meta.properties), KIP-853
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):

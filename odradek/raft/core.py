@@ -58,8 +58,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import messages as M
+from .config import VoterAddress
 from .effects import Effect
 from .election import Election
+from .membership import Membership, VoterChangeError
 from .node import RaftNode
 from .replication import CHECK_QUORUM_FACTOR, FETCH_RETRY_BACKOFF_MS, Replication
 from .snapshots import InvalidSnapshotId, Snapshots
@@ -72,6 +74,7 @@ __all__ = [
     "NotLeaderError",
     "RaftCore",
     "RaftNode",
+    "VoterChangeError",
 ]
 
 
@@ -82,7 +85,7 @@ class NotLeaderError(Exception):
         self.leader_id = leader_id
 
 
-class RaftCore(Election, Replication, Snapshots):
+class RaftCore(Election, Replication, Snapshots, Membership):
     """A Raft node: the parts together, and the calls the shell makes."""
 
     # -- public API ---------------------------------------------------------------------
@@ -114,6 +117,12 @@ class RaftCore(Election, Replication, Snapshots):
             if now >= self._fetch_deadline_ms and self.is_voter:
                 self._become_prospective()
             else:
+                if now >= self._fetch_deadline_ms:
+                    # An observer whose leader went quiet keeps fetching but no
+                    # longer vouches for it (KIP-996): it grants pre-votes, so
+                    # a voter set it is about to join can elect (KIP-853).
+                    self._fetched_from_leader = False
+                    self._fetch_deadline_ms = now + self.config.fetch_timeout_ms
                 self._tick_follower()
         elif now >= self._election_deadline_ms:
             if self._retained_leader() != NO_ID:
@@ -121,7 +130,7 @@ class RaftCore(Election, Replication, Snapshots):
             elif self.is_voter:
                 self._become_prospective()
             else:
-                self._reset_election_timer()
+                self._discover_leader()
         return self._drain()
 
     def handle(self, envelope: M.Envelope, now_ms: int) -> list[Effect]:
@@ -162,6 +171,29 @@ class RaftCore(Election, Replication, Snapshots):
         self.log.flush()
         self._leader_log_grew()
         return last_offset, self._drain()
+
+    def add_voter(
+        self, node_id: int, directory_id: str, address: VoterAddress | None, now_ms: int
+    ) -> tuple[int, list[Effect]]:
+        """AddRaftVoter on the leader: (offset of the VotersRecord, effects).
+        Raises VoterChangeError with Kafka's error code (membership.py)."""
+        self._set_time(now_ms)
+        offset = self._add_voter(node_id, directory_id, address)
+        return offset, self._drain()
+
+    def remove_voter(
+        self, node_id: int, directory_id: str, now_ms: int
+    ) -> tuple[int, list[Effect]]:
+        self._set_time(now_ms)
+        offset = self._remove_voter(node_id, directory_id)
+        return offset, self._drain()
+
+    def update_voter(
+        self, node_id: int, directory_id: str, address: VoterAddress, now_ms: int
+    ) -> tuple[int, list[Effect]]:
+        self._set_time(now_ms)
+        offset = self._update_voter(node_id, directory_id, address)
+        return offset, self._drain()
 
     def resign(self, now_ms: int) -> list[Effect]:
         """Graceful shutdown of a leader: Resigned, EndQuorumEpoch to the voters."""

@@ -13,6 +13,14 @@ from .effects import LeaderChanged
 from .leader_state import LeaderState
 from .node import RaftNode
 from .state import NO_ID, ElectionState, State
+from .voters import (
+    KRAFT_VERSION,
+    KRAFT_VOTERS,
+    LEADER_CHANGE,
+    control_entry,
+    encode_kraft_version,
+    encode_voters,
+)
 
 
 class Election(RaftNode):
@@ -115,7 +123,16 @@ class Election(RaftNode):
         # KRaft's LeaderChangeMessage: the first entry of the epoch, so the
         # high watermark can pass the epoch start without a client write.
         body = f"LeaderChange epoch={epoch} leader={self.node_id}".encode()
-        self.log.append_as_leader([body], epoch, control=True)
+        entries = [control_entry(LEADER_CHANGE, body)]
+        history = self.voter_history
+        if history.kraft_version >= 1 and history.last_offset < 0:
+            # KIP-853: voters known only from the bootstrap snapshot (or an
+            # older one) go into the log, so observers that fetch learn them.
+            entries.append(control_entry(KRAFT_VERSION, encode_kraft_version(1)))
+            entries.append(control_entry(KRAFT_VOTERS, encode_voters(history.latest())))
+        last = self.log.append_as_leader(entries, epoch, control=True)
+        if len(entries) > 1:
+            history.add(last, history.latest())
         self.log.flush()
         for voter in sorted(self.voters.ids - {self.node_id}):
             self._send_begin_quorum_epoch(voter)
@@ -169,6 +186,10 @@ class Election(RaftNode):
 
     def _can_grant(self, req: M.VoteRequest, up_to_date: bool) -> bool:
         state = self.state
+        if state == State.RESIGNED and not self.is_voter and req.pre_vote:
+            # KIP-853: a leader that removed itself (its removal maybe not
+            # committed yet) must not block the rest from electing a successor.
+            return up_to_date
         if state in (State.LEADER, State.RESIGNED):
             return False
         if state == State.FOLLOWER:

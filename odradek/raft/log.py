@@ -32,7 +32,7 @@ Snapshot files are named as Kafka names them:
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -110,6 +110,14 @@ class RaftLog(Protocol):
         """Replace the whole log by a snapshot fetched from the leader."""
         ...
 
+    def control_entries(self, start: int, end: int) -> list[tuple[int, int, bytes]]:
+        """The control entries in [start, end): (offset, control type, value)."""
+        ...
+
+    def snapshot_control_entries(self, snapshot_id: OffsetAndEpoch) -> list[tuple[int, bytes]]:
+        """The control records of a snapshot: (control type, value)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -121,7 +129,12 @@ class Entry:
 class InMemoryRaftLog:
     """A RaftLog in memory, with a crash model: `crash()` keeps what `flush` saw."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self, snapshot_controls: Callable[[bytes], list[tuple[int, bytes]]] | None = None
+    ) -> None:
+        # How to find the control records (voters) in a snapshot's bytes: the
+        # state machine's format, so the state machine says.
+        self._snapshot_controls = snapshot_controls
         self._start = 0
         self._entries: list[Entry] = []
         # (epoch, start offset), increasing in both.
@@ -181,6 +194,21 @@ class InMemoryRaftLog:
             size += len(entry.data)
             i += 1
         return RecordsSlice(fetch_offset, fetch_offset + len(taken), tuple(taken), size)
+
+    def control_entries(self, start: int, end: int) -> list[tuple[int, int, bytes]]:
+        out = []
+        for offset in range(max(start, self._start), min(end, self.log_end_offset)):
+            entry = self._entries[offset - self._start]
+            if entry.control and len(entry.data) >= 4:
+                out.append((offset, int.from_bytes(entry.data[2:4], "big", signed=True),
+                            entry.data[4:]))
+        return out
+
+    def snapshot_control_entries(self, snapshot_id: OffsetAndEpoch) -> list[tuple[int, bytes]]:
+        data = self.read_snapshot(snapshot_id)
+        if data is None or self._snapshot_controls is None:
+            return []
+        return self._snapshot_controls(data)
 
     # -- writing -----------------------------------------------------------
     def _add(self, entry: Entry) -> None:

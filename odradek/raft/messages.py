@@ -24,11 +24,17 @@ NO_EPOCH = -1
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
 NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
 INCONSISTENT_VOTER_SET = 94
 SNAPSHOT_NOT_FOUND = 98
 POSITION_OUT_OF_RANGE = 99
+INVALID_VOTER_KEY = 125
+DUPLICATE_VOTER = 126
+VOTER_NOT_FOUND = 127
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +89,9 @@ class FetchRequest:
     fetch_offset: int
     last_fetched_epoch: int
     max_wait_ms: int = 0
+    # KIP-853 (Fetch v17): the fetcher's metadata log dir, so a leader does not
+    # take a wiped and re-formatted node for the voter it replaced
+    replica_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import random
 
 from . import messages as M
-from .config import RaftConfig
+from .config import RaftConfig, VoterSet
 from .effects import Effect, HighWatermarkAdvanced, PersistElectionState, Send
 from .leader_state import LeaderState
 from .log import OffsetAndEpoch, RaftLog
 from .state import ElectionState, State
+from .voters import VoterHistory, base_of_snapshot
 
 
 class RaftNode:
@@ -36,8 +37,11 @@ class RaftNode:
     ) -> None:
         self.node_id = node_id
         self.config = config
-        self.voters = config.voters
         self.log = log
+        # KIP-853: the voters are the latest VotersRecord in the log (or its
+        # snapshot), else the configured static set (voters.py).
+        self.voter_history = VoterHistory(config.voters, config.kraft_version)
+        self._load_voters()
         self.rng = rng
         self.election = election
         self.state = State.UNATTACHED
@@ -61,6 +65,43 @@ class RaftNode:
         self._snapshot_fetch: tuple[OffsetAndEpoch, bytearray] | None = None
 
     @property
+    def voters(self) -> VoterSet:
+        """The latest voter set in the log, with one exception: a node (not
+        leading) that the latest, uncommitted as far as it knows, VotersRecord
+        removed still takes part in elections under the set before it. A
+        removed leader that crashed before its removal committed may hold the
+        longest log, and the voters left need it to elect one of them; the
+        two sets differ by one voter, so their majorities intersect."""
+        history = self.voter_history
+        latest = history.latest()
+        if self.node_id in latest or self.state == State.LEADER:
+            return latest
+        previous = history.at(history.last_offset - 1)
+        if self.node_id in previous and history.last_offset >= self.high_watermark:
+            return previous
+        return latest
+
+    def _load_voters(self) -> None:
+        """The voter history from the snapshot the log starts at and the log."""
+        log = self.log
+        snapshot_id = log.latest_snapshot_id()
+        if snapshot_id is not None:
+            base, version = base_of_snapshot(
+                log.snapshot_control_entries(snapshot_id), self.config.voters
+            )
+            self.voter_history.reset(base, max(version, self.config.kraft_version))
+        self.voter_history.add_entries(
+            log.control_entries(log.log_start_offset, log.log_end_offset)
+        )
+
+    def _log_appended(self, start: int) -> None:
+        """Entries from `start` were appended: learn the VotersRecords among them."""
+        self.voter_history.add_entries(self.log.control_entries(start, self.log.log_end_offset))
+
+    def _log_truncated(self) -> None:
+        self.voter_history.truncate(self.log.log_end_offset)
+
+    @property
     def epoch(self) -> int:
         return self.election.epoch
 
@@ -78,6 +119,7 @@ class RaftNode:
         self.now_ms = now_ms
 
     def _drain(self) -> list[Effect]:
+        self._resign_if_removed()
         out, self._out = self._out, []
         assert self.high_watermark <= self.log.log_end_offset, (
             self.high_watermark,
@@ -144,6 +186,9 @@ class RaftNode:
         raise NotImplementedError
 
     def _send_fetch(self) -> None:  # replication.py
+        raise NotImplementedError
+
+    def _resign_if_removed(self) -> None:  # membership.py
         raise NotImplementedError
 
     def _reset_check_quorum(self, leader: LeaderState) -> None:  # replication.py

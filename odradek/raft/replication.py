@@ -15,6 +15,7 @@ from . import messages as M
 from .leader_state import LeaderState, ParkedFetch
 from .node import RaftNode
 from .state import State
+from .voters import ZERO_UUID
 
 FETCH_RETRY_BACKOFF_MS = 50  # after an error answer, before the next Fetch
 CHECK_QUORUM_FACTOR = 1.5  # Kafka's leader resigns after 1.5 x fetch timeout without a majority
@@ -34,11 +35,13 @@ class Replication(RaftNode):
         leader.parked.pop(envelope.src, None)  # a newer fetch replaces a parked one
         answer = self._validate_fetch(req.fetch_offset, req.last_fetched_epoch)
         if answer is not None:
-            leader.heard_from(envelope.src, self.now_ms)
+            if self._is_voter_key(envelope.src, req.replica_directory_id):
+                leader.heard_from(envelope.src, self.now_ms)
             self._reply(envelope, answer)
             return
         leader.update_replica(
-            envelope.src, req.fetch_offset, self.now_ms, self.log.log_end_offset
+            envelope.src, req.fetch_offset, self.now_ms, self.log.log_end_offset,
+            req.replica_directory_id, self._is_voter_key(envelope.src, req.replica_directory_id),
         )
         self._maybe_advance_leader_high_watermark()
         replica = leader.replicas.get(envelope.src)
@@ -99,6 +102,13 @@ class Replication(RaftNode):
             start,
             diverging_epoch=end,
         )
+
+    def _is_voter_key(self, node_id: int, directory_id: str) -> bool:
+        """KIP-853's voter key: a voter's fetch counts only from the directory
+        the voter set names (a node that lost its disk has a new one)."""
+        known = self.voters.directory_ids.get(node_id, ZERO_UUID)
+        return node_id in self.voters and (
+            not directory_id or known in (ZERO_UUID, directory_id))
 
     def leader_high_watermark(self) -> int:
         assert self.leader is not None
@@ -162,6 +172,20 @@ class Replication(RaftNode):
             if not replica.acknowledged and self.now_ms >= due:
                 self._send_begin_quorum_epoch(replica.node_id)
 
+    def _discover_leader(self) -> None:
+        """An observer that knows no leader (a node being added, a removed
+        leader) asks a voter: the answer names the leader (Kafka's observers
+        fetch from controller.quorum.bootstrap.servers the same way)."""
+        self._reset_election_timer()
+        others = sorted(self.voters.ids - {self.node_id}) or list(self.config.bootstrap_ids)
+        if not others:
+            return
+        body = M.FetchRequest(
+            self.node_id, self.epoch, self.log.log_end_offset, self.log.last_fetched_epoch(), 0,
+            self.config.directory_id,
+        )
+        self._send(self.rng.choice(others), body)
+
     # -- the follower's side of Fetch ---------------------------------------------------
     def _tick_follower(self) -> None:
         if self._in_flight is not None:
@@ -187,6 +211,7 @@ class Replication(RaftNode):
                 offset,
                 self.log.last_fetched_epoch(),
                 self.config.fetch_max_wait_ms,
+                self.config.directory_id,
             )
         correlation_id = self._send(self.leader_id, body)
         self._in_flight = (correlation_id, self.now_ms, offset)
@@ -228,6 +253,7 @@ class Replication(RaftNode):
                 f"below its high watermark {self.high_watermark}"
             )
             log.truncate_to(max(truncate_offset, log.log_start_offset))
+            self._log_truncated()
         elif resp.snapshot_id is not None:
             self._snapshot_fetch = (resp.snapshot_id, bytearray())
         elif (
@@ -237,6 +263,7 @@ class Replication(RaftNode):
             if resp.records.next_offset > resp.records.base_offset:
                 log.append_as_follower(resp.records)
                 log.flush()
+                self._log_appended(resp.records.base_offset)
             if resp.high_watermark >= 0:
                 self._advance_high_watermark(min(resp.high_watermark, log.log_end_offset))
         self._send_fetch()

@@ -73,6 +73,7 @@ class Snapshots(RaftNode):
             self._snapshot_fetch = None
             assert snapshot_id.offset >= self.high_watermark
             self.log.install_snapshot(snapshot_id, bytes(buf))
+            self._load_voters()
             self._out.append(SnapshotInstalled(snapshot_id))
             self._advance_high_watermark(snapshot_id.offset)
         self._send_fetch()

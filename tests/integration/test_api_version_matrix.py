@@ -190,6 +190,13 @@ def _group_requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]
         # the metadata quorum and log dirs (a path the broker does not have: LOG_DIR_NOT_FOUND)
         api.ApiKey.DESCRIBE_QUORUM: {"topics": [
             {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
+        # a static quorum (controller.quorum.voters) cannot change: UNSUPPORTED_VERSION
+        api.ApiKey.ADD_RAFT_VOTER: {
+            "cluster_id": None, "timeout": 5000, "voter_id": 7,
+            "voter_directory_id": uuid.UUID(int=5), "ack_when_committed": True,
+            "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 1}]},
+        api.ApiKey.REMOVE_RAFT_VOTER: {
+            "cluster_id": None, "voter_id": 7, "voter_directory_id": uuid.UUID(int=5)},
         api.ApiKey.ALTER_REPLICA_LOG_DIRS: {"dirs": [
             {"path": "/nonexistent-odradek-dir", "topics": [{"name": topic, "partitions": [0]}]}]},
         api.ApiKey.DESCRIBE_CLIENT_QUOTAS: {
@@ -262,6 +269,8 @@ EXPECTED_ERRORS = {
     api.ApiKey.CREATE_ACLS: {54},  # SECURITY_DISABLED: no authorizer.class.name
     api.ApiKey.DESCRIBE_ACLS: {54},
     api.ApiKey.DELETE_ACLS: {54},
+    api.ApiKey.ADD_RAFT_VOTER: {35},  # UNSUPPORTED_VERSION: kraft.version 0 (static voters)
+    api.ApiKey.REMOVE_RAFT_VOTER: {35},
 }
 
 

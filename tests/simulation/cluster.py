@@ -38,7 +38,7 @@ from typing import cast
 
 from odradek.raft import messages as M
 from odradek.raft.config import RaftConfig, VoterSet
-from odradek.raft.core import NotLeaderError, RaftCore
+from odradek.raft.core import NotLeaderError, RaftCore, VoterChangeError
 from odradek.raft.effects import (
     Effect,
     HighWatermarkAdvanced,
@@ -49,6 +49,13 @@ from odradek.raft.effects import (
 )
 from odradek.raft.log import InMemoryRaftLog, OffsetAndEpoch
 from odradek.raft.state import ElectionState, State
+from odradek.raft.voters import (
+    CONTROL_KEY,
+    KRAFT_VERSION,
+    KRAFT_VOTERS,
+    ZERO_UUID,
+    split_control_entry,
+)
 from tests.simulation.scheduling import Scheduler, SimulationFailure
 
 LIVENESS_BOUND_MS = 60_000  # after healing: a leader and a commit within this
@@ -94,6 +101,17 @@ def decode_state(raw: bytes) -> list[tuple[int, bytes]]:
     for line in raw.split(b"\n"):
         epoch, _, data = line.partition(b":")
         out.append((int(epoch), bytes.fromhex(data.decode())))
+    return out
+
+
+def snapshot_controls(raw: bytes) -> list[tuple[int, bytes]]:
+    """The KIP-853 control entries (kraft.version, voters) among a snapshot's
+    entries: the in-memory log asks the state machine (`InMemoryRaftLog`)."""
+    out = []
+    for _, data in decode_state(raw):
+        kind, value = split_control_entry(data)
+        if data[:2] == CONTROL_KEY.pack(0, 0)[:2] and kind in (KRAFT_VERSION, KRAFT_VOTERS):
+            out.append((kind, value))
     return out
 
 
@@ -206,13 +224,20 @@ class Checker:
 
 
 class Simulation(Scheduler):
-    def __init__(self, seed: int, steps: int, nodes: int | None = None) -> None:
+    def __init__(
+        self, seed: int, steps: int, nodes: int | None = None, membership: bool = False
+    ) -> None:
         super().__init__(seed)
         self.steps = steps
         count = nodes if nodes is not None else self.rng.choice([3, 3, 4, 5])
         self.faults = Faults.draw(self.rng)
         fast = self.rng.random() < 0.75  # most schedules run with shorter timeouts
-        voters = VoterSet(frozenset(range(1, count + 1)))
+        # KIP-853 schedules: some nodes start as observers, and voters are
+        # added and removed (the leader too) while the faults go on.
+        self.membership = membership
+        first = self.rng.randint(1, count - 1) if membership else count
+        all_ids = frozenset(range(1, count + 1))
+        voters = VoterSet(frozenset(range(1, first + 1)))
         if fast:
             self.config = RaftConfig(
                 voters=voters,
@@ -223,10 +248,13 @@ class Simulation(Scheduler):
                 fetch_max_wait_ms=100,
                 fetch_max_bytes=self.rng.choice([1, 1, 8, 64, 1 << 20]),
                 fetch_snapshot_max_bytes=self.rng.choice([16, 4096]),
+                kraft_version=int(membership),
             )
         else:
-            self.config = RaftConfig(voters=voters)
-        self.nodes = {i: SimNode(i, Disk()) for i in sorted(voters.ids)}
+            self.config = RaftConfig(voters=voters, kraft_version=int(membership))
+        self.nodes = {
+            i: SimNode(i, Disk(InMemoryRaftLog(snapshot_controls))) for i in sorted(all_ids)
+        }
         self.checker = Checker()
         self.blocked: set[tuple[int, int]] = set()
         # (requester, correlation id) -> the requester's incarnation when it sent
@@ -235,7 +263,8 @@ class Simulation(Scheduler):
         self.proposals = 0
         self.faulty = True
         self.steps_run = 0
-        self.stats = {"elections": 0, "crashes": 0, "partitions": 0, "snapshots": 0, "installs": 0}
+        self.stats = {"elections": 0, "crashes": 0, "partitions": 0, "snapshots": 0, "installs": 0,
+                      "voter_changes": 0, "leader_removed": 0}
 
 
     # -- nodes ----------------------------------------------------------------------------
@@ -394,6 +423,9 @@ class Simulation(Scheduler):
         elif kind == "snapshot":
             self._snapshot()
             self._push(self.now_ms + self._exp(self.faults.snapshot_every_ms), "snapshot", None)
+        elif kind == "reconfigure":
+            self._reconfigure()
+            self._push(self.now_ms + self._exp(400), "reconfigure", None)
         for node in self.nodes.values():
             if node.core is not None:
                 self.checker.check_node(node)
@@ -410,6 +442,35 @@ class Simulation(Scheduler):
             _, effects = node.core.propose([data], self.now_ms)
         except NotLeaderError:
             return
+        self._run_effects(node, effects)
+
+    def _reconfigure(self) -> None:
+        """Add an observer as a voter or remove a voter (the leader itself at
+        times), through the leader, as AddRaftVoter/RemoveRaftVoter would."""
+        leaders = [n for n in self.nodes.values() if n.core and n.core.state == State.LEADER]
+        if not leaders:
+            return
+        node = self.rng.choice(leaders)
+        core = node.core
+        assert core is not None
+        voters = core.voters
+        observers = sorted(set(self.nodes) - voters.ids)
+        try:
+            if observers and (len(voters) == 1 or self.rng.random() < 0.5):
+                added = self.rng.choice(observers)
+                _, effects = core.add_voter(added, ZERO_UUID, None, self.now_ms)
+                self.log(f"leader {node.node_id}: add voter {added}")
+            else:
+                removed = node.node_id if self.rng.random() < 0.3 else self.rng.choice(
+                    sorted(voters.ids))
+                _, effects = core.remove_voter(removed, ZERO_UUID, self.now_ms)
+                self.log(f"leader {node.node_id}: remove voter {removed}")
+                if removed == node.node_id:
+                    self.stats["leader_removed"] += 1
+        except VoterChangeError as e:
+            self.log(f"leader {node.node_id}: voter change refused: {e}")
+            return
+        self.stats["voter_changes"] += 1
         self._run_effects(node, effects)
 
     def _partition(self) -> None:
@@ -469,6 +530,8 @@ class Simulation(Scheduler):
             self._push(self._exp(f.partition_every_ms), "partition", None)
         if f.snapshot_every_ms:
             self._push(self._exp(f.snapshot_every_ms), "snapshot", None)
+        if self.membership:
+            self._push(self._exp(400), "reconfigure", None)
         while self.steps_run < self.steps and self.queue:
             self._step()
             self.steps_run += 1

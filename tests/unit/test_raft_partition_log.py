@@ -82,3 +82,50 @@ def test_three_voters_elect_a_leader_and_replicate_proposals(tmp_path: Path) -> 
         assert _values(log) == [b"a", b"b"]
     ends = {log.log_end_offset for log in pump.logs.values()}
     assert len(ends) == 1
+
+
+def test_kip853_voters_are_read_back_from_the_log_and_the_snapshot(tmp_path):
+    """A standalone voter (bootstrap snapshot 0-0) adds voter 2; a new core over
+    the same files knows {1, 2} from the log, and after a snapshot that carries
+    the voters and a cut log, from the snapshot."""
+    from odradek.cli.storage import write_bootstrap_snapshot
+    from odradek.metadata import image as img
+    from odradek.metadata import snapshots as S
+    from odradek.raft.config import VoterAddress
+    from odradek.raft.log import OffsetAndEpoch
+    from odradek.raft.messages import Envelope, FetchRequest
+    from odradek.raft.voters import KRAFT_VERSION, KRAFT_VOTERS, encode_kraft_version, encode_voters
+
+    d1, d2 = "J8aAPcfLQt2bqs1JT_rMgQ", "b3w6nfvIR_Gq3a6sIoXJzw"
+    one = VoterSet(frozenset({1}), {1: VoterAddress(1, "127.0.0.1", 9001)}, {1: d1})
+    write_bootstrap_snapshot(tmp_path, one)
+    path = tmp_path / "__cluster_metadata-0"
+    unknown = RaftConfig(voters=VoterSet(frozenset()), kraft_version=1)
+
+    def open_core() -> RaftCore:
+        core = RaftCore(1, unknown, _log(path), ElectionState(), random.Random(1))
+        core.start(0)
+        return core
+
+    core = open_core()
+    assert core.voters.ids == {1} and core.voters.directory_ids == {1: d1}
+    leo = core.log.log_end_offset
+    core.handle(Envelope(2, 1, 0, FetchRequest(2, core.epoch, leo, core.epoch, 0, d2)), 1)
+    offset, _ = core.add_voter(2, d2, VoterAddress(2, "127.0.0.1", 9002), 2)
+    core.handle(Envelope(2, 1, 1, FetchRequest(2, core.epoch, offset + 1, core.epoch, 0, d2)), 3)
+    assert core.high_watermark > offset
+    core.log.flush()
+
+    again = open_core()  # a restart: the VotersRecord is read back from the log
+    assert again.voters.ids == {1, 2} and again.voters.directory_ids[2] == d2
+    assert again.voters.addresses[2].port == 9002
+
+    end = again.log.log_end_offset
+    snap = OffsetAndEpoch(end, again.log.last_fetched_epoch())
+    controls = [(KRAFT_VERSION, encode_kraft_version(1)),
+                (KRAFT_VOTERS, encode_voters(again.voter_history.at(end - 1)))]
+    again.log.create_snapshot(snap, S.encode(img.MetadataImage(), snap, controls))
+    plog = again.log.plog  # type: ignore[attr-defined]
+    plog.truncate_fully_and_start_at(end)  # only the snapshot is left
+    third = RaftCore(1, unknown, _log(path), ElectionState(), random.Random(1))
+    assert third.voters.ids == {1, 2} and third.voter_history.kraft_version == 1

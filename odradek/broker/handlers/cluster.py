@@ -30,8 +30,8 @@ from ...metadata import records as R
 from ...metadata.quorum import METADATA_TOPIC, METADATA_TOPIC_ID
 from ...metadata.raft_quorum import NotControllerError, RaftMetadataQuorum
 from ...protocol import api
-from ...protocol.entities import ms
 from ...protocol import errors as E
+from ...protocol.entities import ms
 from ...raft.log import OffsetAndEpoch
 from ...security.resources import CLUSTER_NAME, ResourceType
 from ...security.resources import AclOperation as Op
@@ -71,6 +71,21 @@ def _raft_quorum(broker: ClusterServices) -> RaftMetadataQuorum | None:
     return quorum if isinstance(quorum, RaftMetadataQuorum) else None
 
 
+def _to_raft_core(raft: RaftMetadataQuorum, replica_id: int, req: Any) -> bool:
+    """A voter's metadata Fetch/FetchSnapshot goes to the Raft core; so does,
+    in a KIP-853 quorum, a controller's that is not a voter (yet): the core
+    sends its epoch (>= 0), a broker's lifecycle sends -1 and is served from
+    the log as an observer of the active controller."""
+    if replica_id in raft.voters:
+        return True
+    if not raft.dynamic or replica_id < 0:
+        return False
+    try:
+        return int(req.topics[0].partitions[0].current_leader_epoch) >= 0
+    except (AttributeError, IndexError):
+        return False
+
+
 def _is_active_controller(broker: ClusterServices) -> bool:
     service = broker.controller_service
     return service is not None and service.active
@@ -85,7 +100,7 @@ async def handle_fetch(broker: ClusterServices, ctx: RequestContext, req: Any) -
         return _fetch_unknown_topic(ctx, req)
     if _is_metadata_fetch(req):
         raft = _raft_quorum(broker)
-        if raft is not None and replica_id_of(req) in raft.config.voters:
+        if raft is not None and _to_raft_core(raft, replica_id_of(req), req):
             return await raft.handle_request(api.ApiKey.FETCH, req)
         return await _metadata_fetch(broker, ctx, req)
     if replica_id_of(req) >= 0:
@@ -306,7 +321,7 @@ async def handle_fetch_snapshot(broker: ClusterServices, ctx: RequestContext, re
     (a broker whose metadata fetch fell below the log start) is served by the
     active controller, a chunk of the snapshot file from the asked position."""
     raft = _raft_quorum(broker)
-    if raft is not None and int(req.replica_id) in raft.config.voters:
+    if raft is not None and _to_raft_core(raft, int(req.replica_id), req):
         return await raft.handle_request(api.ApiKey.FETCH_SNAPSHOT, req)
     p = req.topics[0].partitions[0] if req.topics and req.topics[0].partitions else None
     leader = (raft.leader_id, raft.epoch) if raft is not None else (broker.node_id, 0)
