@@ -38,6 +38,7 @@ from ..protocol import api
 from ..replication.replica_manager import ReplicaManager
 from ..replication.scrubber import Scrubber
 from ..storage.log_manager import LogManager
+from .fetch_memory import FetchMemory
 
 
 class MetricsHost(Protocol):
@@ -51,6 +52,8 @@ class MetricsHost(Protocol):
     def log_manager(self) -> LogManager: ...
     @property
     def scrubber(self) -> Scrubber: ...
+    @property
+    def fetch_memory(self) -> FetchMemory: ...
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +126,15 @@ class BrokerMetrics:
         Gauge("odradek_partitions", "Partitions hosted", registry=self.registry
               ).set_function(lambda: len(broker.replica_manager.partitions))
         self.registry.register(_PartitionCollector(broker))
+        memory = broker.fetch_memory
+        Gauge("odradek_fetch_memory_bytes", "Bytes of records consumer Fetch answers hold "
+              "(odradek.fetch.memory.max.bytes)", registry=self.registry
+              ).set_function(lambda: memory.used_bytes)
+        Gauge("odradek_fetch_memory_max_bytes", "odradek.fetch.memory.max.bytes (<= 0: none)",
+              registry=self.registry).set_function(lambda: memory.max_bytes)
+        Gauge("odradek_fetch_memory_waits", "Consumer fetches that found the fetch memory "
+              "budget spent and waited", registry=self.registry
+              ).set_function(lambda: memory.waits)
         progress = broker.log_manager.load_progress
         for name, what, read in (
             ("partitions_total", "Partitions found in the log dirs at start-up",
