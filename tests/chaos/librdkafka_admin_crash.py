@@ -28,8 +28,9 @@ So no odradek answer is at fault: an admin request to a coordinator whose
 connection fails (or whose request times out while it is down) frees its
 `eonce` on the error path while librdkafka's coordinator-request state machine
 still holds it: confluentinc/librdkafka#5397 (open; also issues #3663 and
-#4605). Workaround in tests/chaos: the offset watcher runs in a child process of
-its own, replaced when it dies.
+#4605). Workaround (the issue's): a fresh AdminClient per call. The same 150 s
+run with a client per call: 0 aborts in 575 calls. tests/chaos's offset watcher
+does that, and still runs in a child process of its own, replaced if it dies.
 """
 
 from __future__ import annotations

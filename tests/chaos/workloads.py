@@ -218,9 +218,11 @@ def committed_offsets(admin: Any) -> dict[int, int] | None:
 def watch_loop(bootstrap: str, emit: Emit, stopping: Stopping) -> None:
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
     while not stopping():
-        reading = committed_offsets(admin)
+        # A client per reading: one kept across coordinator restarts hits
+        # librdkafka#5397 (5-7 aborts in 150 s of tests/chaos/librdkafka_admin_crash.py;
+        # 0 in 150 s, 575 readings, with a client per reading).
+        reading = committed_offsets(AdminClient({"bootstrap.servers": bootstrap}))
         if reading:
             emit(f"reading {json.dumps(reading)}")
         time.sleep(1.0)
