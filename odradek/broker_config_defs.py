@@ -256,6 +256,12 @@ _DEFS: list[ConfigDef] = [
        "least socket.request.max.bytes).", MEDIUM),
     _d("max.incremental.fetch.session.cache.slots", I, 1000, "Most incremental fetch "
        "sessions (KIP-227) the broker keeps.", MEDIUM, at_least(0)),
+    _d("odradek.fetch.memory.max.bytes", L, 512 * 1024 * 1024, "odradek only: bytes of "
+       "records that consumer Fetch answers may hold at once, from the read until the "
+       "answer is written; past it a fetch waits (up to its max wait) and is answered "
+       "without records, so many consumers with a large fetch.max.bytes slow down instead "
+       "of growing the broker's memory. Exceeded by at most one answer's first batch. "
+       "-1 or 0: no limit.", MEDIUM),
     _d("quota.window.num", I, 11, "Samples kept to measure client quota rates.", LOW,
        at_least(1)),
     _d("quota.window.size.seconds", I, 1, "Length of each client quota sample.", LOW,

@@ -59,6 +59,7 @@ from .connection_limits import ConnectionLimits
 from .controller_service import ControllerHost, ControllerService
 from .dir_reports import DirectoryReportHost, DirectoryReports
 from .fd_budget import FdBudget, raise_open_files_limit
+from .fetch_memory import FetchMemory
 from .fetch_session import FetchSessionCache
 from .share_service import ShareService
 from .handlers import admin
@@ -183,6 +184,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(
             config.get("max.incremental.fetch.session.cache.slots")
         )
+        self.fetch_memory = FetchMemory(config.get("odradek.fetch.memory.max.bytes"))
         # Every listener's server, by listener name: bound first thing in
         # start(), accepting connections only once `_serve` starts it.
         self._servers: dict[str, asyncio.base_events.Server] = {}

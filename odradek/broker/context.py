@@ -50,6 +50,9 @@ class RequestContext:
     mutation_quota: MutationQuota | None = None
     # a consumer's Fetch: the consumer_byte_rate that applies (set by the pipeline)
     fetch_quota: FetchQuota | None = None
+    # memory the answer holds (a consumer Fetch's records: fetch_memory.py), given
+    # back by the connection once the answer is written (or at once without one)
+    release_after_write: Callable[[], None] | None = None
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:

@@ -42,6 +42,7 @@ from ..replication.leader_replication import LeaderReplication
 from ..replication.replica_manager import ReplicaManager
 from ..replication.scrubber import Scrubber
 from ..storage.log_manager import LogManager
+from .fetch_memory import FetchMemory
 
 
 class MetricsHost(Protocol):
@@ -57,6 +58,8 @@ class MetricsHost(Protocol):
     def scrubber(self) -> Scrubber: ...
     @property
     def replication(self) -> LeaderReplication: ...
+    @property
+    def fetch_memory(self) -> FetchMemory: ...
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +141,15 @@ class BrokerMetrics:
         Gauge("odradek_partitions", "Partitions hosted", registry=self.registry
               ).set_function(lambda: len(broker.replica_manager.partitions))
         self.registry.register(_PartitionCollector(broker))
+        memory = broker.fetch_memory
+        Gauge("odradek_fetch_memory_bytes", "Bytes of records consumer Fetch answers hold "
+              "(odradek.fetch.memory.max.bytes)", registry=self.registry
+              ).set_function(lambda: memory.used_bytes)
+        Gauge("odradek_fetch_memory_max_bytes", "odradek.fetch.memory.max.bytes (<= 0: none)",
+              registry=self.registry).set_function(lambda: memory.max_bytes)
+        Gauge("odradek_fetch_memory_waits", "Consumer fetches that found the fetch memory "
+              "budget spent and waited", registry=self.registry
+              ).set_function(lambda: memory.waits)
         progress = broker.log_manager.load_progress
         for name, what, read in (
             ("partitions_total", "Partitions found in the log dirs at start-up",

@@ -34,7 +34,7 @@ import logging
 import socket
 import ssl
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from ..protocol.framing import FrameDecoder, FrameTooLarge
@@ -103,6 +103,7 @@ class KafkaConnection(asyncio.Protocol):
         self._admitted = False
         self._wakeup: asyncio.Future[None] | None = None
         self._can_write: asyncio.Future[None] | None = None
+        self._after_write: list[Callable[[], None]] = []  # see hold_until_written
         self._closed = False
         self._task: asyncio.Task[None] | None = None
 
@@ -187,9 +188,23 @@ class KafkaConnection(asyncio.Protocol):
             self.limits.release(self)
             self._request_bytes.close()
         self.broker.connections.discard(self)
+        self._release_written()
         for fut in (self._wakeup, self._can_write):
             if fut is not None and not fut.done():
                 fut.set_result(None)
+
+    def hold_until_written(self, release: Callable[[], None]) -> None:
+        """Call `release` once the answer being made is written and the write
+        buffer is under its high-water mark again, or when the connection goes."""
+        if self._closed:
+            release()
+        else:
+            self._after_write.append(release)
+
+    def _release_written(self) -> None:
+        releases, self._after_write = self._after_write, []
+        for release in releases:
+            release()
 
     def pause_writing(self) -> None:
         if self._can_write is None or self._can_write.done():
@@ -325,6 +340,7 @@ class KafkaConnection(asyncio.Protocol):
                     # its last one alive (nor its last answer, below).
                     del frame
                 if response is None:
+                    self._release_written()
                     continue
                 if response is CLOSE:
                     self.close()
@@ -347,6 +363,7 @@ class KafkaConnection(asyncio.Protocol):
                 del response
                 if self._can_write is not None and not self._can_write.done():
                     await self._can_write
+                self._release_written()
         except asyncio.CancelledError:
             raise
         except Exception:  # a bug must not take the broker down: drop this connection

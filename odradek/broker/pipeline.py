@@ -171,7 +171,19 @@ class RequestPipeline:
         ctx = self._context(header, conn)
         if spec.forwarded and self._forwards(conn):
             return await self._forward(spec, header, frame, ctx, conn)
-        return await self._serve(spec, header, request, ctx, conn, len(frame))
+        answer = None
+        try:
+            answer = await self._serve(spec, header, request, ctx, conn, len(frame))
+            return answer
+        finally:
+            release = ctx.release_after_write
+            if release is not None:
+                # held until the connection has written the answer (fetch_memory.py)
+                hold = getattr(conn, "hold_until_written", None)
+                if hold is not None and answer is not None and answer is not CLOSE:
+                    hold(release)
+                else:
+                    release()
 
     async def _serve(self, spec: ApiSpec, header: RequestHeader, request: Any,
                      ctx: RequestContext, conn: Connection | None, request_bytes: int) -> Any:

@@ -28,6 +28,7 @@ from ..storage.log_manager import LogManager
 from ..tiered.service import RemoteTier
 from .controller_service import ControllerService
 from .fd_budget import FdBudget
+from .fetch_memory import FetchMemory
 from .fetch_session import FetchSessionCache
 from .lifecycle import BrokerLifecycle
 from .log_dir_moves import LogDirMoves
@@ -95,6 +96,8 @@ class FetchServices(Identity, Replicas, Protocol):
 
     @property
     def fetch_sessions(self) -> FetchSessionCache: ...
+    @property
+    def fetch_memory(self) -> FetchMemory: ...
     @property
     def remote_tier(self) -> RemoteTier | None: ...
 

@@ -7,12 +7,12 @@ coordinator (coordinator/share_group.py, GroupCoordinatorService.share_groups).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..clock import steady_ms
 from ..config import BrokerConfig
 from ..configdef import ConfigError
 from ..coordinator.share_partition import ShareLimits
@@ -38,7 +38,7 @@ class ShareService:
                  clock_ms: Callable[[], int] | None = None) -> None:
         self.config = config
         self._image = image
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms or steady_ms
         self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"),
                                           config.get("group.share.session.timeout.ms"))
         store = ShareStateStore(log_dir / DIR_NAME) if log_dir is not None else None

@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..clock import steady_ms
 from ..configdef import ConfigError
 from ..group_config import (
     HEARTBEAT_INTERVAL,
@@ -91,7 +92,7 @@ class GroupCoordinatorService:
             session_timeout_ms=c.get("group.share.session.timeout.ms"),
             heartbeat_interval_ms=c.get("group.share.heartbeat.interval.ms"),
             max_size=c.get("group.share.max.size")))
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms or steady_ms
         self._tokens = itertools.count(1)
         self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self._task: asyncio.Task[None] | None = None

@@ -36,10 +36,10 @@ import asyncio
 import logging
 import os
 import signal
-import time
 from collections.abc import Callable
 from typing import Any
 
+from ..clock import steady_ms, wall_ms
 from ..metadata.image import MetadataImage
 from ..protocol import records as batches
 from . import errors as E
@@ -80,7 +80,7 @@ class TransactionCoordinatorService:
     def __init__(self, broker: CoordinatorHost, clock_ms: Callable[[], int] | None = None) -> None:
         self.broker = broker
         self.core = TransactionCoordinator(txn_config(broker))
-        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.clock_ms = clock_ms or steady_ms
         self._task: asyncio.Task[None] | None = None
         self._create_lock = asyncio.Lock()
         c = broker.config
@@ -134,7 +134,8 @@ class TransactionCoordinatorService:
                 await self.apply(out)
                 if now - last_producers >= self.producer_check_ms:
                     last_producers = now
-                    self._expire_producers(now)
+                    # Against the producers' last record timestamps: the wall clock.
+                    self._expire_producers(wall_ms())
             except Exception:  # the timer must survive a bug in one tick
                 log.exception("transaction coordinator tick failed")
 

@@ -398,7 +398,12 @@ class LocalLog:
         segments were finished."""
         now_ms = self._clock_ms() if now_ms is None else now_ms
         done = 0
-        while self.pending_deletes and self.pending_deletes[0][0] <= now_ms:
+        delay_ms = self.config.file_delete_delay_ms
+        # A file is due at its time, or at once if the wall clock went back to
+        # before it was renamed (else a step back would keep it, and its disk
+        # space, for as long as the step).
+        while self.pending_deletes and not (
+                now_ms < self.pending_deletes[0][0] <= now_ms + delay_ms):
             _, paths = self.pending_deletes.pop(0)
             for path in paths:
                 path.unlink(missing_ok=True)

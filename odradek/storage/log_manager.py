@@ -575,7 +575,9 @@ class LogManager:
         now_ms = self._clock_ms() if now_ms is None else now_ms
         count = 0
         for plog in self.online_logs():
-            if plog.unflushed_messages() > 0 and now_ms - plog.last_flush_ms >= plog.config.flush_ms:
+            since_ms = now_ms - plog.last_flush_ms
+            # (since_ms < 0: the wall clock went back; flush rather than wait for it.)
+            if plog.unflushed_messages() > 0 and not 0 <= since_ms < plog.config.flush_ms:
                 count += 1
                 if self.flusher is not None:
                     self.flusher.request_flush(plog)

@@ -11,6 +11,7 @@ answer holds only the partitions with news for the client.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -143,10 +144,16 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
 
     tiered = broker.remote_tier is not None
     remote: list[RemoteWanted] | None = None
+    memory = broker.fetch_memory
     while True:
         remote = [] if tiered else None
+        if memory.limited and memory.available() <= 0:
+            # The fetch memory budget is spent (fetch_memory.py): wait for some of
+            # it; with none, the answer holds one batch (Kafka's minimum).
+            await memory.wait_for_room(deadline - time.monotonic())
         answers, total_bytes, had_error, keys = _read_all(
-            rm, broker.image, entries, max_bytes, use_ids, read_committed, readable, remote
+            rm, broker.image, entries, min(max_bytes, memory.available()), use_ids,
+            read_committed, readable, remote
         )
         if total_bytes >= min_bytes or had_error or max_wait_ms <= 0 or remote:
             break
@@ -155,7 +162,8 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
             break
         if not await rm.purgatory.wait_for_any(keys, remaining):
             answers, total_bytes, *_ = _read_all(
-                rm, broker.image, entries, max_bytes, use_ids, read_committed, readable, remote
+                rm, broker.image, entries, min(max_bytes, memory.available()), use_ids,
+                read_committed, readable, remote
             )
             break
     if remote and broker.remote_tier is not None:  # remote: the partitions to read there
@@ -186,6 +194,12 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
         by_topic.setdefault(sp.topic_key, []).append(answer)
     key_field = "topic_id" if use_ids else "topic"
     responses = [{key_field: key, "partitions": parts} for key, parts in by_topic.items()]
+    if memory.limited:
+        held = sum(len(a["records"]) for parts in by_topic.values() for a in parts
+                   if a["records"])
+        if held:
+            memory.reserve(held)
+            ctx.release_after_write = functools.partial(memory.release, held)
     return {
         "error_code": 0,
         "session_id": session.session_id if session is not None else 0,

@@ -11,9 +11,9 @@ them (coordinator/replicated.py).
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
+from ...clock import steady_ms
 from ...coordinator.core import OFFSETS_TOPIC
 from ...coordinator.records import OffsetValue, offset_key, offset_value
 from ...coordinator.replicated import OFFSET_COMMIT_ERRORS, mapped
@@ -37,7 +37,8 @@ def _service(broker: TxnServices) -> TransactionCoordinatorService:
 
 
 def _now() -> int:
-    return int(time.time() * 1000)
+    # The transaction coordinator's clock (see odradek/clock.py).
+    return steady_ms()
 
 
 async def init_transactional_producer_id(broker: TxnServices, req: Any) -> dict[str, Any]:
