@@ -14,13 +14,17 @@ Rules
 * ``iter_headers`` reads header-sized prefixes in chunks of
   ``SCAN_CHUNK_BYTES``; records are never decoded here.
 * Names: ``<base:020d><suffix>``, ``segment_file_name``.
+* A closed segment's file is opened lazily and closed when idle by the LRU
+  of open segment files (open_files.py); every use holds a lease.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from odradek.protocol.records import (
@@ -32,6 +36,7 @@ from odradek.protocol.records import (
     parse_batch_header,
 )
 from odradek.storage.index import INT32_MAX
+from odradek.storage.open_files import PROCESS_LIMIT_ERRNOS, SEGMENT_FILES, OpenSegmentFiles
 
 LOG_SUFFIX = ".log"
 DELETED_SUFFIX = ".deleted"
@@ -54,38 +59,122 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 
 
 class FileRecords:
-    """The ``.log`` file of one segment."""
+    """The ``.log`` file of one segment.
 
-    def __init__(self, path: Path) -> None:
+    A pinned file (the active segment's) stays open. An unpinned one (a
+    closed segment's) is in the process's LRU of open segment files
+    (open_files.py): it may be closed while idle and is opened again on the
+    next use. Every use of the descriptor is under a lease (``leased_fd``),
+    so eviction never closes it under a read in flight; ``close`` is for
+    good (the segment is closed, renamed or deleted)."""
+
+    def __init__(self, path: Path, *, pinned: bool = True,
+                 lru: OpenSegmentFiles = SEGMENT_FILES) -> None:
         self.path = path
+        self._lru = lru
+        self._pinned = pinned
+        self._users = 0
+        self._closed = False
+        self._close_on_release = False
         self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size_bytes = os.fstat(self._fd).st_size
+        if not pinned:
+            with lru.lock:
+                lru.admit_locked(self, reopened=False)
 
     @property
     def closed(self) -> bool:
-        return self._fd < 0
+        """Closed for good (not merely idle and evicted)."""
+        return self._closed
 
     @property
-    def fd(self) -> int:
-        return self._fd
+    def is_open(self) -> bool:
+        """Whether a descriptor is open now."""
+        return self._fd >= 0
 
+    @property
+    def pinned(self) -> bool:
+        return self._pinned
+
+    def unpin(self) -> None:
+        """The segment rolled: its file joins the LRU (and may be closed when idle)."""
+        with self._lru.lock:
+            if not self._pinned or self._closed:
+                return
+            self._pinned = False
+            if self._fd >= 0:
+                self._lru.admit_locked(self, reopened=False)
+
+    # -- leases ----------------------------------------------------------------------
+    def _acquire(self) -> int:
+        lru = self._lru
+        with lru.lock:
+            if self._closed:
+                raise OSError(errno.EBADF, f"{self.path} is closed")
+            if self._fd < 0:
+                self._fd = self._reopen_locked()
+                lru.admit_locked(self, reopened=True)
+            elif not self._pinned:
+                lru.touch_locked(self)
+            self._users += 1
+            return self._fd
+
+    def _release(self) -> None:
+        with self._lru.lock:
+            self._users -= 1
+            if self._users == 0 and self._close_on_release:
+                self._close_locked()
+
+    def _reopen_locked(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDWR)
+        except OSError as e:
+            if e.errno not in PROCESS_LIMIT_ERRNOS or not self._lru.shed_idle_locked():
+                raise
+            return os.open(self.path, os.O_RDWR)
+
+    @contextmanager
+    def leased_fd(self) -> Iterator[int]:
+        """The descriptor, opened if need be and kept open until the block ends."""
+        fd = self._acquire()
+        try:
+            yield fd
+        finally:
+            self._release()
+
+    # called by the LRU with its lock held
+    def _in_use(self) -> bool:
+        return self._users > 0
+
+    def _close_idle(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    # -- I/O -------------------------------------------------------------------------
     def pread(self, size: int, position: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        fd = self._acquire()
+        try:
+            return os.pread(fd, size, position)
+        finally:
+            self._release()
 
     def append(self, buf: bytes | bytearray | memoryview) -> int:
         """Write ``buf`` at the end; returns the position it starts at."""
         start = self.size_bytes
-        try:
-            _pwrite_all(self._fd, buf, start)
-        except OSError:
-            # Leave no torn tail behind for readers or the next append.
-            os.ftruncate(self._fd, start)
-            raise
+        with self.leased_fd() as fd:
+            try:
+                _pwrite_all(fd, buf, start)
+            except OSError:
+                # Leave no torn tail behind for readers or the next append.
+                os.ftruncate(fd, start)
+                raise
         self.size_bytes = start + len(buf)
         return start
 
     def truncate(self, position: int) -> None:
-        os.ftruncate(self._fd, position)
+        with self.leased_fd() as fd:
+            os.ftruncate(fd, position)
         self.size_bytes = position
 
     def iter_headers(
@@ -94,9 +183,9 @@ class FileRecords:
         """(file position, header) of each whole batch in [start, end)."""
         end = self.size_bytes if end is None else end
         position = start
-        fd = self._fd
+        pread = self.pread
         while end - position >= BATCH_OVERHEAD:
-            chunk = os.pread(fd, min(SCAN_CHUNK_BYTES, end - position), position)
+            chunk = pread(min(SCAN_CHUNK_BYTES, end - position), position)
             consumed = 0
             for header in iter_batch_headers(chunk):
                 yield position + header.position, header
@@ -111,16 +200,38 @@ class FileRecords:
             position += consumed
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        with self.leased_fd() as fd:
+            os.fsync(fd)
 
     def dup_fd(self) -> list[int]:
-        """A duplicate of the descriptor (none when closed); the caller closes it."""
-        return [os.dup(self._fd)] if self._fd >= 0 else []
+        """A descriptor of the file for an fsync elsewhere (none when closed for
+        good); the caller closes it. An idle, evicted file is opened read-only
+        (an fsync through any descriptor syncs the file)."""
+        with self._lru.lock:
+            if self._closed:
+                return []
+            if self._fd >= 0:
+                return [os.dup(self._fd)]
+        try:
+            return [os.open(self.path, os.O_RDONLY)]
+        except FileNotFoundError:
+            return []
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Close for good (the segment is closed, renamed or deleted)."""
+        with self._lru.lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._lru.forget_locked(self)
+            if self._users:
+                self._close_on_release = True  # a reader on another thread finishes first
+            else:
+                self._close_locked()
+
+    def _close_locked(self) -> None:
+        self._close_on_release = False
+        self._close_idle()
 
 
 def whole_batches_before(data: bytes, max_offset: int) -> int:

@@ -104,7 +104,8 @@ class LogSegment(SegmentFacts):
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
         # The .log file (file_records.py): its bytes, size and header scans.
-        self.log = FileRecords(dir / segment_file_name(base_offset, LOG_SUFFIX))
+        # Pinned (always open) while active; then in the LRU of open files.
+        self.log = FileRecords(dir / segment_file_name(base_offset, LOG_SUFFIX), pinned=active)
         self.offset_index = OffsetIndex(
             dir / segment_file_name(base_offset, INDEX_SUFFIX),
             base_offset,
@@ -270,6 +271,7 @@ class LogSegment(SegmentFacts):
         self.offset_index.close()
         self.time_index.close()
         self.active = False
+        self.log.unpin()
 
     # -- reads -----------------------------------------------------------------------------
     def iter_headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
@@ -397,24 +399,23 @@ class LogSegment(SegmentFacts):
         self.offset_index.flush()
         self.time_index.flush()
 
-    def dup_fds(self) -> list[int]:
-        """Duplicates of the file descriptors a flush must fsync, for an fsync on
-        another thread that must not race a close (the caller closes them).
+    def sync_targets(self) -> list[int | Path]:
+        """What a flush must fsync, for an fsync on another thread that must not
+        race a close: a duplicate of the active segment's ``.log`` descriptor
+        (the caller closes it), and a closed segment's three files by path
+        (``fsync_and_close`` opens each read-only in turn: a closed segment
+        holds no descriptor for them, and a flush of many closed segments must
+        not hold one per file at once; a file renamed or deleted meanwhile is
+        passed over).
 
         The active segment's indexes are left out: the active segment always
         lies at or past the recovery point, so an unclean start rebuilds its
         indexes from the log anyway; they are synced when the segment rolls."""
-        fds = self.log.dup_fd()
-        if not self.active:
-            # Closed indexes have no open descriptor (trimmed and closed on
-            # roll); fsync through a read-only one.
-            for index in (self.offset_index, self.time_index):
-                try:
-                    fds.append(os.dup(index.fd) if index.fd is not None
-                               else os.open(index.path, os.O_RDONLY))
-                except FileNotFoundError:
-                    continue
-        return fds
+        if self.active:
+            return list(self.log.dup_fd())
+        if self.log.closed:
+            return []
+        return [self.log.path, self.offset_index.path, self.time_index.path]
 
     def largest_timestamp_ms(self) -> int:
         """Kafka's ``largestTimestamp``: the max record timestamp, or the .log

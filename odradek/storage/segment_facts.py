@@ -97,8 +97,9 @@ class SegmentFacts:
         valid batch header in order (the log rebuilds its leader epoch cache).
         The scan itself is ``segment_recovery.scan_valid_prefix``."""
         builder = IndexBuilder(self.base_offset, self.index_interval_bytes)
-        valid_end = scan_valid_prefix(self.log.fd, self.size_bytes, self.base_offset,
-                                      builder, on_batch)
+        with self.log.leased_fd() as fd:
+            valid_end = scan_valid_prefix(fd, self.size_bytes, self.base_offset,
+                                          builder, on_batch)
         truncated = self.size_bytes - valid_end
         if truncated:
             self.log.truncate(valid_end)
