@@ -18,8 +18,10 @@ but serves nothing (the metadata log cannot even be flushed).
 * Closed segments' ``.log`` files are opened on use and kept in an LRU
   (storage/open_files.py) of at most ``odradek.log.segment.open.files.max``
   (-1: a quarter of the limit left after the reserve); ``configure_segment_files``
-  sets that bound at start-up. The budget counts those descriptors as free:
-  the LRU gives them back as soon as they are needed.
+  sets that bound at start-up. The budget counts the files the LRU holds now
+  as used (as before it existed); if active segments and a full LRU meet the
+  limit later, the operation that meets EMFILE fails and the LRU closes its
+  idle files (storage/log_manager.py), so the next one succeeds.
 * When EMFILE is hit anyway (e.g. a burst of connections), the request that
   met it fails with an error code; nothing is taken offline (storage's
   LogManager: a process limit is not a failed disk) and the broker serves
@@ -88,8 +90,6 @@ class FdBudget:
         used = open_descriptors()
         if used is None:
             return None
-        if SEGMENT_FILES.max_open > 0:  # the LRU closes its idle files when needed
-            used = max(0, used - SEGMENT_FILES.open_count)
         needed = new_replicas * FDS_PER_PARTITION
         room = soft - self.reserve - used
         if needed <= room:

@@ -91,6 +91,7 @@ from odradek.storage.log_dir import (
     write_clean_shutdown_file,
 )
 from odradek.storage.offline_log import OfflinePartitionLog
+from odradek.storage.open_files import SEGMENT_FILES
 
 _PROCESS_LIMIT_ERRNOS = (errno.EMFILE, errno.ENFILE)
 
@@ -228,7 +229,10 @@ class LogManager(FutureLogs):
         Running out of file descriptors (EMFILE/ENFILE) is a process limit, not
         a failing disk: that operation fails, the dir stays online."""
         if isinstance(error, OSError) and error.errno in _PROCESS_LIMIT_ERRNOS:
-            log.error("%s: %s (raise the open-files limit)", dir, error)
+            with SEGMENT_FILES.lock:  # older segments' idle files make room for the next try
+                shed = SEGMENT_FILES.shed_idle_locked()
+            log.error("%s: %s (raise the open-files limit; closed %d idle segment files)",
+                      dir, error, shed)
             return
         if dir in self.offline_dirs:
             return
