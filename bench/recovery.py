@@ -29,11 +29,19 @@ points checkpointed at the log ends, after a clean stop and after kill -9:
   load the broker reports), killed with SIGKILL and started again (timed).
 * ``--partitions N``: the storage classes only (LogManager.startup), the logs
   built directly: clean load vs load after a crash (active segments' indexes
-  left preallocated, no clean-shutdown marker). Every log holds 3 descriptors
-  open (no lazy opening yet): N is bounded by the open-files limit / 3.
+  left preallocated, no clean-shutdown marker).
+
+``--segments K`` gives each partition K records in K segments (each record
+bigger than ``segment.bytes``): K - 1 closed segments, whose ``.log`` files
+are opened on use and kept in the LRU of open segment files
+(storage/open_files.py). Every partition's active segment holds 3 descriptors
+(``.log``, ``.index``, ``.timeindex``) and the LRU at most its bound, so N is
+bounded by (open-files limit - LRU bound - reserve) / 3; the hard limit cannot
+be raised without CAP_SYS_RESOURCE.
 
     python bench/recovery.py --partitions 5000 --broker
-    python bench/recovery.py --partitions 5000
+    python bench/recovery.py --partitions 4000 --segments 10 --broker
+    python bench/recovery.py --partitions 5000 --segments 10
 """
 
 from __future__ import annotations
@@ -150,8 +158,8 @@ def run_case(name: str, base: Path, gib: float, segment_bytes: int) -> list[dict
 
 # -- many partitions -----------------------------------------------------------------
 
-def _load_seconds(root: Path) -> tuple[float, int, int]:
-    manager = LogManager([root], LogConfig(), CLUSTER_ID, 1)
+def _load_seconds(root: Path, config: LogConfig) -> tuple[float, int, int]:
+    manager = LogManager([root], config, CLUSTER_ID, 1)
     started = time.monotonic()
     manager.startup()
     elapsed = time.monotonic() - started
@@ -161,26 +169,42 @@ def _load_seconds(root: Path) -> tuple[float, int, int]:
     return elapsed, progress.partitions_loaded, progress.partitions_recovered
 
 
-def partitions_storage(base: Path, count: int) -> None:
-    """N one-record partitions built with the storage classes; clean vs crash load."""
-    from odradek.storage import new_logs
+def partitions_storage(base: Path, count: int, segments: int) -> None:
+    """N partitions of ``segments`` one-record segments built with the storage
+    classes; clean vs crash load."""
+    import resource
 
+    from odradek.storage import new_logs
+    from odradek.storage.open_files import SEGMENT_FILES, derived_max_open
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    bound = max(16, min(derived_max_open(soft, 128), soft - 3 * count - 256))
+    SEGMENT_FILES.configure(bound)
     root = base / "logs"
-    config = LogConfig()
+    config = LogConfig(segment_bytes=100 if segments > 1 else GIB)
+    # The build is not measured and no crash happens during it: no fsyncs (a
+    # roll per record would cost one each on a loaded disk). Restored below.
+    real_fsync = os.fsync
+    os.fsync = lambda fd: None
     manager = LogManager([root], config, CLUSTER_ID, 1)
     manager.startup()
     started = time.monotonic()
     specs = [new_logs.NewLog(TOPIC, p, uuid.uuid4(), config, 0) for p in range(count)]
     new_logs.adopt(manager, new_logs.open_planned(new_logs.plan(manager, specs)))
     for plog in manager.all_logs():
-        buf = bytearray(build_batch([Record(-1, int(time.time() * 1000), b"k", b"v" * 100)]))
-        plog.append_as_leader(buf, validate_produce_records(buf, len(buf) + 1), 0)
+        for _ in range(segments):
+            buf = bytearray(build_batch([Record(-1, int(time.time() * 1000), b"k",
+                                                b"v" * 100)]))
+            plog.append_as_leader(buf, validate_produce_records(buf, len(buf) + 1), 0)
     manager.shutdown()
-    print(json.dumps({"partitions": count, "build_s": round(time.monotonic() - started, 1)}),
-          flush=True)
+    os.fsync = real_fsync
+    os.sync()
+    print(json.dumps({"partitions": count, "segments_per_partition": segments,
+                      "lru_bound": bound,
+                      "build_s": round(time.monotonic() - started, 1)}), flush=True)
     for run in range(2):
         (root / CLEAN_SHUTDOWN_FILE).write_text('{"version":0,"brokerEpoch":-1}')
-        clean = _load_seconds(root)
+        clean = _load_seconds(root, config)
         # A crash: the logs opened (active indexes preallocated), checkpointed, not closed.
         crashed = LogManager([root], config, CLUSTER_ID, 1)
         crashed.startup()
@@ -188,8 +212,9 @@ def partitions_storage(base: Path, count: int) -> None:
         for plog in crashed.all_logs():
             for segment in plog.segments:
                 segment.close_files()
-        crash_load = _load_seconds(root)
-        print(json.dumps({"partitions": count, "run": run + 1, "mode": "storage",
+        crash_load = _load_seconds(root, config)
+        print(json.dumps({"partitions": count, "segments": segments, "run": run + 1,
+                          "mode": "storage", "open_fds": len(os.listdir("/proc/self/fd")),
                           "clean_load_s": round(clean[0], 2), "kill9_load_s":
                           round(crash_load[0], 2), "ratio": round(crash_load[0] / clean[0], 2),
                           "recovered_after_kill9": crash_load[2]}), flush=True)
@@ -199,7 +224,7 @@ def partitions_storage(base: Path, count: int) -> None:
         again.shutdown()
 
 
-def partitions_broker(base: Path, count: int, repo: Path) -> None:
+def partitions_broker(base: Path, count: int, repo: Path, segments: int = 1) -> None:
     """N one-record partitions in a real broker: clean vs kill -9 start-up."""
     import re
     import sys
@@ -214,7 +239,8 @@ def partitions_broker(base: Path, count: int, repo: Path) -> None:
     from tests.integration.clients import ck_admin
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    files = max(3 * count + 1024, 4096)  # 3 per partition (broker/fd_budget.py)
+    # 3 per partition (broker/fd_budget.py), the LRU's quarter, the reserve
+    files = max((3 * count + 1024) * 4 // 3, 4096)
     if hard != resource.RLIM_INFINITY:
         files = min(files, hard)
     limit = {} if soft == resource.RLIM_INFINITY or soft >= files else {
@@ -228,13 +254,15 @@ def partitions_broker(base: Path, count: int, repo: Path) -> None:
         proc.start()
         started = time.monotonic()
         admin = ck_admin(proc.bootstrap, **{"socket.timeout.ms": 300_000})
-        [f] = admin.create_topics([NewTopic(TOPIC, count, 1)], operation_timeout=3600,
-                                  request_timeout=3600).values()
+        topic_config = {"segment.bytes": "100"} if segments > 1 else {}
+        [f] = admin.create_topics([NewTopic(TOPIC, count, 1, config=topic_config)],
+                                  operation_timeout=3600, request_timeout=3600).values()
         f.result(timeout=3600)
-        p = Producer({"bootstrap.servers": proc.bootstrap, "acks": "all", "linger.ms": 50})
-        for i in range(count):
-            p.produce(TOPIC, b"v", partition=i)
-            if i % 1000 == 0:
+        p = Producer({"bootstrap.servers": proc.bootstrap, "acks": "all", "linger.ms": 50,
+                      **({"batch.num.messages": 1} if segments > 1 else {})})
+        for n in range(count * segments):
+            p.produce(TOPIC, b"v" * 200, partition=n % count)
+            if n % 1000 == 0:
                 p.poll(0)
         assert p.flush(600) == 0
         print(json.dumps({"partitions": count, "create_and_fill_s":
@@ -252,7 +280,8 @@ def partitions_broker(base: Path, count: int, repo: Path) -> None:
             loads = [int(m) for m in summary.findall(proc.log_path.read_text(errors="replace"))]
             recovered = re.findall(r"(\d+) recovered after an unclean shutdown",
                                    proc.log_path.read_text(errors="replace"))
-            print(json.dumps({"partitions": count, "run": run + 1, "mode": "broker",
+            print(json.dumps({"partitions": count, "segments": segments, "run": run + 1,
+                              "mode": "broker",
                               "clean_start_s": round(clean_s, 2), "kill9_start_s":
                               round(kill9_s, 2), "ratio": round(kill9_s / clean_s, 2),
                               "log_load_ms_clean_kill9": loads[-2:],
@@ -274,6 +303,8 @@ def main() -> int:
     parser.add_argument("--segment-bytes", type=int, default=GIB)
     parser.add_argument("--dir", default=tempfile.gettempdir())
     parser.add_argument("--partitions", type=int, default=0)
+    parser.add_argument("--segments", type=int, default=1,
+                        help="records per partition, one segment each")
     parser.add_argument("--broker", action="store_true")
     parser.add_argument("--repo", default=str(Path(__file__).resolve().parents[1]))
     args = parser.parse_args()
@@ -282,9 +313,9 @@ def main() -> int:
         base.mkdir(parents=True)
         try:
             if args.broker:
-                partitions_broker(base, args.partitions, Path(args.repo))
+                partitions_broker(base, args.partitions, Path(args.repo), args.segments)
             else:
-                partitions_storage(base, args.partitions)
+                partitions_storage(base, args.partitions, args.segments)
         finally:
             shutil.rmtree(base, ignore_errors=True)
         return 0

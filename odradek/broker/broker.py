@@ -58,7 +58,7 @@ from . import services
 from .connection_limits import ConnectionLimits
 from .controller_service import ControllerHost, ControllerService
 from .dir_reports import DirectoryReportHost, DirectoryReports
-from .fd_budget import FdBudget, raise_open_files_limit
+from .fd_budget import FdBudget, configure_segment_files, raise_open_files_limit
 from .fetch_memory import FetchMemory
 from .fetch_session import FetchSessionCache
 from .share_service import ShareService
@@ -255,7 +255,9 @@ class Broker:
 
     async def start(self) -> None:
         started = time.monotonic()
-        raise_open_files_limit()
+        soft_limit, _ = raise_open_files_limit()
+        configure_segment_files(self.config.get("odradek.log.segment.open.files.max"),
+                                soft_limit, self.config.get("odradek.open.files.reserve"))
         loop = asyncio.get_running_loop()
         # Bind before anything registers an endpoint (Kafka's SocketServer
         # binds before BrokerLifecycleManager registers): a taken port stops

@@ -15,6 +15,13 @@ but serves nothing (the metadata log cannot even be flushed).
   FDS_PER_PARTITION for each new replica on this broker) is refused with
   POLICY_VIOLATION and a message naming the limit, the count and how many
   partitions still fit.
+* Closed segments' ``.log`` files are opened on use and kept in an LRU
+  (storage/open_files.py) of at most ``odradek.log.segment.open.files.max``
+  (-1: a quarter of the limit left after the reserve); ``configure_segment_files``
+  sets that bound at start-up. The budget counts the files the LRU holds now
+  as used (as before it existed); if active segments and a full LRU meet the
+  limit later, the operation that meets EMFILE fails and the LRU closes its
+  idle files (storage/log_manager.py), so the next one succeeds.
 * When EMFILE is hit anyway (e.g. a burst of connections), the request that
   met it fails with an error code; nothing is taken offline (storage's
   LogManager: a process limit is not a failed disk) and the broker serves
@@ -26,6 +33,8 @@ from __future__ import annotations
 import logging
 import os
 import resource
+
+from ..storage.open_files import SEGMENT_FILES, derived_max_open
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +54,18 @@ def raise_open_files_limit() -> tuple[int, int]:
     log.info("open-files limit: soft %d (was %d), hard %d", hard if soft != hard else soft,
              soft, hard)
     return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+def configure_segment_files(configured: int, soft_limit: int, reserve: int) -> int:
+    """Set the bound of the LRU of closed segments' open files; returns it (0: none)."""
+    bound = configured
+    if configured < 0:
+        bound = 0 if soft_limit == resource.RLIM_INFINITY else derived_max_open(soft_limit,
+                                                                                reserve)
+    SEGMENT_FILES.configure(bound)
+    log.info("closed segments' files kept open: at most %s (odradek.log.segment.open.files.max"
+             "=%d)", bound or "unbounded", configured)
+    return bound
 
 
 def open_descriptors() -> int | None:

@@ -35,7 +35,8 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from ..config import BrokerConfig
-from ..storage.log_manager import CheckpointWrites, LogManager
+from ..storage.log_checkpoints import CheckpointWrites
+from ..storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 

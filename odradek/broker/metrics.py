@@ -21,6 +21,10 @@ Kafka exposes JMX MBeans; odradek exposes the same ideas with Prometheus names:
     odradek_under_replicated_partitions         partitions led here whose ISR lacks a replica
     odradek_isr_shrinks_total                   ISR shrinks this broker made as leader
     odradek_isr_expands_total                   ISR expansions this broker made as leader
+    odradek_log_segment_open_files              closed segments' .log files open now
+    odradek_log_segment_open_files_max          the bound of that LRU (0: none)
+    odradek_log_segment_files_opened_total      closed segments' files opened on use
+    odradek_log_segment_files_evicted_total     idle files closed by the bound
 
 Per-request cost is one counter increment and one histogram observation; the
 per-partition figures are read only when the endpoint is scraped. Each broker
@@ -42,6 +46,7 @@ from ..replication.leader_replication import LeaderReplication
 from ..replication.replica_manager import ReplicaManager
 from ..replication.scrubber import Scrubber
 from ..storage.log_manager import LogManager
+from ..storage.open_files import SEGMENT_FILES
 from .fetch_memory import FetchMemory
 
 
@@ -164,6 +169,19 @@ class BrokerMetrics:
              lambda: progress.seconds),
         ):
             Gauge(f"odradek_log_load_{name}", what, registry=self.registry).set_function(read)
+        files = SEGMENT_FILES
+        for name, what, read in (
+            ("open_files", "Closed segments' .log files open now (storage/open_files.py)",
+             lambda: files.open_count),
+            ("open_files_max", "Bound of the LRU of closed segments' open files (0: none)",
+             lambda: files.max_open),
+            ("files_opened_total", "Closed segments' files opened on use",
+             lambda: files.opened_total),
+            ("files_evicted_total", "Idle closed segments' files closed by the bound",
+             lambda: files.evicted_total),
+        ):
+            Gauge(f"odradek_log_segment_{name}", what, registry=self.registry
+                  ).set_function(read)
         # api key -> (requests child, latency child, errors child), made on first use
         self._children: dict[int, tuple[Any, Any, Any]] = {}
         self.port: int | None = None

@@ -243,20 +243,22 @@ class LocalLog:
     def unflushed_messages(self) -> int:
         return self.log_end_offset - self.recovery_point
 
-    def prepare_flush(self) -> tuple[int, list[int]]:
-        """(target offset, duplicated fds to fsync) covering every segment that may
-        hold data past the recovery point; the caller fsyncs and closes the fds
-        (on any thread) and then calls ``complete_flush(target)``."""
+    def prepare_flush(self) -> tuple[int, list[int | Path]]:
+        """(target offset, what to fsync: duplicated fds and paths) covering every
+        segment that may hold data past the recovery point; the caller passes
+        them to ``fsync_and_close`` (on any thread) and then calls
+        ``complete_flush(target)``."""
         self._check_online()
         target = self.log_end_offset
         first = max(0, bisect_right(self._bases, self.recovery_point) - 1)
-        fds: list[int] = []
+        fds: list[int | Path] = []
         try:
             for segment in self._segments[first:]:
-                fds.extend(segment.dup_fds())
+                fds.extend(segment.sync_targets())
         except OSError as e:
             for fd in fds:
-                os.close(fd)
+                if isinstance(fd, int):
+                    os.close(fd)
             raise self._storage_error(e) from e
         return target, fds
 
@@ -411,10 +413,19 @@ class LocalLog:
         return done
 
 
-def fsync_and_close(fds: list[int]) -> None:
-    """fsync each fd and close them all (the first error is raised at the end)."""
+def fsync_and_close(fds: list[int | Path]) -> None:
+    """fsync each fd and close them all; a path is opened read-only, fsynced and
+    closed (passed over if it no longer exists). The first error is raised at
+    the end."""
     error: OSError | None = None
     for fd in fds:
+        if isinstance(fd, Path):
+            if error is None:
+                try:
+                    _fsync_path(fd)
+                except OSError as e:
+                    error = e
+            continue
         try:
             if error is None:
                 os.fsync(fd)
@@ -424,6 +435,17 @@ def fsync_and_close(fds: list[int]) -> None:
             os.close(fd)
     if error is not None:
         raise error
+
+
+def _fsync_path(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # renamed .deleted or removed since: nothing left to make durable here
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 

@@ -14,37 +14,15 @@ Each log dir holds::
     <topic>-<partition>.<uuid hex>-delete/   a deleted log on its way out
     __cluster_metadata-0/               the KRaft metadata log: not managed here
 
-Moving a replica between dirs (AlterReplicaLogDirs, as Kafka's future
-replicas): ``create_future`` opens an empty log in
-``<dest>/<topic>-<partition>.<uuid hex>-future``; the broker copies the
-current log's batches into it (broker/log_dir_moves.py) and, once it holds
-everything, ``promote_future`` flushes and closes it, renames it to
-``<dest>/<topic>-<partition>``, reopens it there as the partition's log, and
-renames the old dir to ``-delete`` (removed in the background), all in one
-synchronous step, so no append falls between the last copy and the swap.
-
 ``meta.properties`` and ``.kafka_cleanshutdown`` are written and read by
-storage/log_dir.py, which documents their formats. On startup an existing
+storage/log_dir.py, which documents their formats. Loading a dir at start-up
+(the clean-shutdown marker, recovery) is storage/dir_load.py; the three offset
+checkpoints are storage/log_checkpoints.py; moving a replica between dirs
+(``-future`` logs) is storage/future_logs.py. On startup an existing
 ``meta.properties`` must name the same cluster and node; a missing
 ``directory.id`` is added. Directories ending in ``-stray`` are left alone;
 ``-delete`` and ``-future`` (a move a restart cut short) directories are
 removed.
-
-The clean-shutdown marker's presence at start-up says every log of the dir was flushed and
-checkpointed at shutdown, so no log is recovered (recovery points are taken
-as the log end offsets); it is removed once the logs are loaded. Without it,
-each log recovers from its checkpointed recovery point (0 when the
-checkpoint has no entry for it), so start-up time follows the unflushed tail.
-
-Checkpoints. ``recovery-point-offset-checkpoint`` lists every online log's
-recovery point, ``replication-offset-checkpoint`` its high watermark and
-``log-start-offset-checkpoint`` its log start offset where that is above the
-first segment's base offset (Kafka's filter). The broker's background tasks
-(broker/log_tasks.py) write them every
-``log.flush.offset.checkpoint.interval.ms``,
-``replica.high.watermark.checkpoint.interval.ms`` and
-``log.flush.start.offset.checkpoint.interval.ms``; ``shutdown`` writes all
-three after the final flush and then the clean-shutdown marker.
 
 Offline dirs. An I/O error on a log (append, roll, flush, read, delete) or on
 a dir's checkpoint takes the whole dir offline, as Kafka's
@@ -74,15 +52,15 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import shutil
-import time
 import uuid
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from odradek.storage.checkpoint import CorruptCheckpoint, OffsetCheckpointFile, fsync_dir
+from odradek.storage.checkpoint import fsync_dir
+from odradek.storage.dir_load import DirLoad, load_dir
 from odradek.storage.free_space import FreeSpaceFloor
+from odradek.storage.future_logs import FutureLogs
 from odradek.storage.load_progress import LoadProgress
 from odradek.storage.log import (
     FlushScheduler,
@@ -91,19 +69,21 @@ from odradek.storage.log import (
     PartitionLog,
     kafka_uuid_string,
     log_dir_name,
-    read_partition_metadata,
     wall_clock_ms,
+)
+from odradek.storage.log_checkpoints import (
+    CheckpointWrites,
+    log_start_offset_to_checkpoint,
+    snapshot,
+    write_checkpoints,
 )
 from odradek.storage.log_config import LogConfig
 from odradek.storage.log_dir import (
     CLEAN_SHUTDOWN_FILE,
-    CLUSTER_METADATA_TOPIC,
     DELETE_SUFFIX,
-    FUTURE_SUFFIX,
     HIGH_WATERMARK_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
-    STRAY_SUFFIX,
     InconsistentBrokerMetadata,
     check_meta_properties,
     parse_log_dir_name,
@@ -111,6 +91,7 @@ from odradek.storage.log_dir import (
     write_clean_shutdown_file,
 )
 from odradek.storage.offline_log import OfflinePartitionLog
+from odradek.storage.open_files import SEGMENT_FILES
 
 _PROCESS_LIMIT_ERRNOS = (errno.EMFILE, errno.ENFILE)
 
@@ -120,7 +101,6 @@ __all__ = [
     "HIGH_WATERMARK_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
-    "CheckpointWrites",
     "InconsistentBrokerMetadata",
     "LogManager",
     "parse_log_dir_name",
@@ -129,12 +109,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-# Checkpoint writes: (dir, file, offsets) per online dir, taken on the event loop
-# and written anywhere (write_checkpoints touches no shared state).
-CheckpointWrites = list[tuple[Path, Path, dict[tuple[str, int], int]]]
 
-
-class LogManager:
+class LogManager(FutureLogs):
     def __init__(
         self,
         log_dirs: list[Path],
@@ -200,7 +176,10 @@ class LogManager:
                 self.offline_dirs[dir] = str(e)
         for dir in self.online_dirs():
             try:
-                self._load_dir(dir)
+                self.had_clean_shutdown[dir] = load_dir(
+                    dir, DirLoad(self.default_config, self._config_for, self._clock_ms,
+                                 self.recovery_threads, self.load_progress),
+                    self._dir_of, self._adopt)
             except OSError as e:
                 errors.append(e)
                 self.mark_dir_offline(dir, e)
@@ -215,89 +194,6 @@ class LogManager:
         that failed after its ``meta.properties`` was: the ones the broker
         registered online and must now report offline)."""
         return [self.directory_ids[d] for d in self.offline_dirs if d in self.directory_ids]
-
-    def _read_checkpoint(self, dir: Path, name: str) -> dict[tuple[str, int], int]:
-        try:
-            return OffsetCheckpointFile(dir / name).read()
-        except (CorruptCheckpoint, UnicodeDecodeError) as e:
-            log.warning("ignoring %s: %s", dir / name, e)
-            return {}
-
-    def _load_dir(self, dir: Path) -> None:
-        """Open every log of ``dir``, ``recovery_threads`` at a time (Kafka's
-        ``num.recovery.threads.per.data.dir``): after a crash only logs with an
-        unflushed tail are scanned (log_loader.py), so most cost what a clean
-        load costs; progress goes to the log and to ``load_progress``."""
-        marker = dir / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        self.had_clean_shutdown[dir] = clean
-        recovery_points = self._read_checkpoint(dir, RECOVERY_POINT_CHECKPOINT)
-        start_offsets = self._read_checkpoint(dir, LOG_START_OFFSET_CHECKPOINT)
-        high_watermarks = self._read_checkpoint(dir, HIGH_WATERMARK_CHECKPOINT)
-        found: list[tuple[tuple[str, int], Path]] = []
-        for entry in sorted(os.scandir(dir), key=lambda e: e.name):
-            if not entry.is_dir():
-                continue
-            name = entry.name
-            if name.endswith((DELETE_SUFFIX, FUTURE_SUFFIX)):
-                # a deleted log, or an unfinished move (the source is still whole)
-                shutil.rmtree(entry.path, ignore_errors=True)
-                continue
-            if name.endswith(STRAY_SUFFIX):
-                continue
-            parsed = parse_log_dir_name(name)
-            if parsed is None or parsed[0] == CLUSTER_METADATA_TOPIC:
-                continue
-            if parsed in self._logs:
-                raise InconsistentBrokerMetadata(
-                    f"{name} exists in both {self._dir_of[parsed]} and {dir}"
-                )
-            found.append((parsed, Path(entry.path)))
-        progress = self.load_progress
-        progress.found(len(found))
-        started = time.monotonic()
-
-        def open_one(item: tuple[tuple[str, int], Path]) -> PartitionLog:
-            parsed, path = item
-            begun = time.monotonic()
-            config = self.default_config
-            if self._config_for is not None:
-                config = self._config_for(parsed[0])
-            plog = PartitionLog.open(
-                path, parsed[0], parsed[1], config, read_partition_metadata(path),
-                clock_ms=self._clock_ms,
-                recovery_point=recovery_points.get(parsed, 0),
-                log_start_offset=start_offsets.get(parsed),
-                high_watermark=high_watermarks.get(parsed),
-                had_clean_shutdown=clean,
-            )
-            recovered = plog.recovered_on_load_bytes > 0 or plog.truncated_on_load_bytes > 0
-            if recovered:
-                log.info(
-                    "loaded %s from %s in %.0f ms (recovered after an unclean shutdown: "
-                    "%d bytes CRC-checked; log end offset %d, recovery point %d, truncated "
-                    "%d bytes)", path.name, dir, (time.monotonic() - begun) * 1000,
-                    plog.recovered_on_load_bytes, plog.log_end_offset, plog.recovery_point,
-                    plog.truncated_on_load_bytes,
-                )
-            progress.loaded(dir, plog.recovered_on_load_bytes, recovered)
-            return plog
-
-        if self.recovery_threads > 1 and len(found) > 1:
-            with ThreadPoolExecutor(self.recovery_threads, "log-recovery") as pool:
-                plogs = list(pool.map(open_one, found))
-        else:
-            plogs = [open_one(item) for item in found]
-        for (parsed, _), plog in zip(found, plogs):
-            self._adopt(parsed, plog, dir)
-        progress.seconds += time.monotonic() - started
-        progress.log_line(
-            f"loaded the logs of {dir} in {(time.monotonic() - started) * 1000:.0f} ms "
-            f"({'clean shutdown' if clean else 'unclean shutdown'}, "
-            f"{self.recovery_threads} thread(s)):")
-        if clean:
-            marker.unlink()
-            fsync_dir(dir)
 
     def _adopt(self, key: tuple[str, int], plog: PartitionLog, dir: Path) -> None:
         plog.on_io_error = self._on_io_error
@@ -333,7 +229,10 @@ class LogManager:
         Running out of file descriptors (EMFILE/ENFILE) is a process limit, not
         a failing disk: that operation fails, the dir stays online."""
         if isinstance(error, OSError) and error.errno in _PROCESS_LIMIT_ERRNOS:
-            log.error("%s: %s (raise the open-files limit)", dir, error)
+            with SEGMENT_FILES.lock:  # older segments' idle files make room for the next try
+                shed = SEGMENT_FILES.shed_idle_locked()
+            log.error("%s: %s (raise the open-files limit; closed %d idle segment files)",
+                      dir, error, shed)
             return
         if dir in self.offline_dirs:
             return
@@ -429,62 +328,6 @@ class LogManager:
         self._adopt(key, plog, dir)
         return plog
 
-    # -- future replicas (moves between dirs) --------------------------------------------
-
-    def create_future(self, topic: str, partition: int, dest: Path) -> PartitionLog:
-        """An empty log in ``dest`` that the current one is copied into."""
-        key = (topic, partition)
-        current = self._logs[key]
-        assert key not in self.futures and dest in self.online_dirs()
-        path = dest / f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{FUTURE_SUFFIX}"
-        try:
-            future = PartitionLog.open(path, topic, partition, current.config, current.topic_id,
-                                       clock_ms=self._clock_ms)
-            future.truncate_fully_and_start_at(current.log_start_offset)
-            fsync_dir(dest)
-        except OSError as e:
-            self.mark_dir_offline(dest, e)
-            raise KafkaStorageError(f"cannot create the future log in {dest}: {e}") from e
-        future.on_io_error = self._on_io_error
-        self.futures[key] = (future, dest)
-        return future
-
-    def drop_future(self, topic: str, partition: int) -> None:
-        found = self.futures.pop((topic, partition), None)
-        if found is not None:
-            found[0].close()
-            shutil.rmtree(found[0].dir, ignore_errors=True)
-
-    def promote_future(self, topic: str, partition: int) -> PartitionLog:
-        """The future log, caught up, becomes the partition's log (see the module
-        docstring); returns it. The caller points the partition at it."""
-        key = (topic, partition)
-        future, dest = self.futures.pop(key)
-        old, old_dir = self._logs[key], self._dir_of[key]
-        assert future.log_end_offset == old.log_end_offset, "promote a caught-up future only"
-        final = dest / log_dir_name(topic, partition)
-        future.flush()
-        future.close()
-        os.replace(future.dir, final)
-        fsync_dir(dest)
-        plog = PartitionLog.open(final, topic, partition, old.config, old.topic_id,
-                                 clock_ms=self._clock_ms, recovery_point=old.log_end_offset,
-                                 log_start_offset=old.log_start_offset,
-                                 high_watermark=old.high_watermark, had_clean_shutdown=True)
-        self._adopt(key, plog, dest)
-        old.close()
-        doomed = old_dir / f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
-        try:
-            os.replace(old.dir, doomed)
-            fsync_dir(old_dir)
-        except OSError as e:
-            self.mark_dir_offline(old_dir, e)
-            return plog
-        if self._remover is None:
-            self._remover = ThreadPoolExecutor(1, "log-remover")
-        self._remover.submit(_remove_trees, [doomed])
-        return plog
-
     def delete(self, topic: str, partition: int) -> None:
         self.delete_many([(topic, partition)])
 
@@ -518,9 +361,7 @@ class LogManager:
             except OSError as e:
                 self.mark_dir_offline(dir, e)
                 continue
-            if self._remover is None:
-                self._remover = ThreadPoolExecutor(1, "log-remover")
-            self._remover.submit(_remove_trees, doomed_dirs)
+            self._remove_in_background(doomed_dirs)
 
     def all_logs(self) -> list[PartitionLog]:
         return list(self._logs.values())
@@ -591,42 +432,23 @@ class LogManager:
         except KafkaStorageError:
             pass
 
-    def _snapshot(
-        self, name: str, value: Callable[[PartitionLog], int | None]
-    ) -> CheckpointWrites:
-        by_dir: dict[Path, dict[tuple[str, int], int]] = {d: {} for d in self.online_dirs()}
-        for key, dir in self._dir_of.items():
-            plog = self._logs[key]
-            if dir in by_dir and not plog.offline:
-                offset = value(plog)
-                if offset is not None:
-                    by_dir[dir][key] = offset
-        return [(dir, dir / name, offsets) for dir, offsets in by_dir.items()]
+    def _placed(self) -> list[tuple[tuple[str, int], Path, PartitionLog]]:
+        return [(key, dir, self._logs[key]) for key, dir in self._dir_of.items()]
 
     def snapshot_recovery_points(self) -> CheckpointWrites:
-        return self._snapshot(RECOVERY_POINT_CHECKPOINT, lambda plog: plog.recovery_point)
+        return snapshot(RECOVERY_POINT_CHECKPOINT, self.online_dirs(), self._placed(),
+                        lambda plog: plog.recovery_point)
 
     def snapshot_high_watermarks(self) -> CheckpointWrites:
-        return self._snapshot(HIGH_WATERMARK_CHECKPOINT, lambda plog: plog.high_watermark)
+        return snapshot(HIGH_WATERMARK_CHECKPOINT, self.online_dirs(), self._placed(),
+                        lambda plog: plog.high_watermark)
 
     def snapshot_log_start_offsets(self) -> CheckpointWrites:
-        return self._snapshot(
-            LOG_START_OFFSET_CHECKPOINT,
-            lambda plog: plog.log_start_offset
-            if plog.log_start_offset > plog.first_segment_base_offset
-            else None,
-        )
+        return snapshot(LOG_START_OFFSET_CHECKPOINT, self.online_dirs(), self._placed(),
+                        log_start_offset_to_checkpoint)
 
-    @staticmethod
-    def write_checkpoints(writes: CheckpointWrites) -> list[tuple[Path, OSError]]:
-        """Write each file atomically; returns the (dir, error) of failed writes."""
-        errors = []
-        for dir, path, offsets in writes:
-            try:
-                OffsetCheckpointFile(path).write(offsets)
-            except OSError as e:
-                errors.append((dir, e))
-        return errors
+    # storage/log_checkpoints.py; runs anywhere (the broker calls it on a worker thread)
+    write_checkpoints = staticmethod(write_checkpoints)
 
     def _checkpoint_now(self, writes: CheckpointWrites) -> None:
         for dir, error in self.write_checkpoints(writes):
@@ -668,7 +490,3 @@ class LogManager:
         if self._remover is not None:  # what is left is removed at the next start-up
             self._remover.shutdown(wait=False, cancel_futures=True)
 
-
-def _remove_trees(paths: list[Path]) -> None:
-    for path in paths:
-        shutil.rmtree(path, ignore_errors=True)

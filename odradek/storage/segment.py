@@ -22,53 +22,58 @@ Theory of operation
 * ``recover`` (on load of the last segment) walks every batch, checks its CRC,
   cuts a torn or corrupt tail at the last valid batch and rebuilds both
   indexes. ``rebuild_indexes`` does the same from headers alone when an index
-  file is missing or fails its sanity check. The scan and the rebuild rule live
-  in ``storage/segment_recovery.py``; this class applies what they find.
+  file is missing or fails its sanity check. Both, and the clean load of the
+  derived facts, are ``SegmentFacts`` in ``storage/segment_facts.py`` (over
+  ``storage/segment_recovery.py``: the scan and the rebuild rule).
+
+Modules: ``file_records.py`` (the ``.log`` file: positional reads and writes,
+the header scan, file names), ``index.py`` (``.index``, ``.timeindex``),
+``txn_index.py`` (``.txnindex``), ``segment_facts.py`` (load and recovery);
+this class ties them together.
 """
 
 from __future__ import annotations
 
 import os
 import random
-import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.protocol.records import (
     BATCH_OVERHEAD,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
     BatchHeader,
     Record,
     decode_batch_records,
-    iter_batch_headers,
     parse_batch_header,
 )
+from odradek.storage.file_records import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    MAX_SEGMENT_BYTES,
+    TIME_INDEX_SUFFIX,
+    FileRecords,
+    segment_file_name,
+    whole_batches_before,
+)
 from odradek.storage.index import INT32_MAX, CorruptIndex, OffsetIndex, TimeIndex
-from odradek.storage.segment_recovery import IndexBuilder, scan_valid_prefix
+from odradek.storage.segment_facts import SegmentFacts
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 
-LOG_SUFFIX = ".log"
-DELETED_SUFFIX = ".deleted"
-INDEX_SUFFIX = ".index"
-TIME_INDEX_SUFFIX = ".timeindex"
+# The file names and limits live in file_records.py; re-exported for callers.
+__all__ = [
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "MAX_SEGMENT_BYTES",
+    "TIME_INDEX_SUFFIX",
+    "LogSegment",
+    "segment_file_name",
+]
+
 NO_TIMESTAMP = -1
 LONG_MAX = 2**63 - 1
-
-# Header scans read this much per pread; a batch larger than a chunk costs one
-# extra header-sized pread.
-SCAN_CHUNK_BYTES = 16 * 1024
-# Kafka stores segment positions as int32: a segment never grows past this.
-MAX_SEGMENT_BYTES = INT32_MAX
-
-_LAST_OFFSET_DELTA_AT = 23
-_PREFIX = struct.Struct(">qi")
-_INT32 = struct.Struct(">i")
-
-
-def segment_file_name(base_offset: int, suffix: str) -> str:
-    return f"{base_offset:020d}{suffix}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +83,7 @@ class _BatchLocation:
     last_offset: int
 
 
-class LogSegment:
+class LogSegment(SegmentFacts):
     """A segment's files and the in-memory facts Kafka keeps about it."""
 
     def __init__(
@@ -98,7 +103,9 @@ class LogSegment:
         self.max_index_bytes = max_index_bytes
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
-        self.log_path = dir / segment_file_name(base_offset, LOG_SUFFIX)
+        # The .log file (file_records.py): its bytes, size and header scans.
+        # Pinned (always open) while active; then in the LRU of open files.
+        self.log = FileRecords(dir / segment_file_name(base_offset, LOG_SUFFIX), pinned=active)
         self.offset_index = OffsetIndex(
             dir / segment_file_name(base_offset, INDEX_SUFFIX),
             base_offset,
@@ -113,8 +120,6 @@ class LogSegment:
         )
         # Aborted transactions whose marker is in this segment (storage/txn_index.py).
         self.txn_index = TransactionIndex(dir / segment_file_name(base_offset, TXN_INDEX_SUFFIX))
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
-        self.size_bytes = os.fstat(self._fd).st_size
         self.active = active
         # Facts derived from the data; _load_facts / appends keep them current.
         self.next_offset = base_offset  # last offset + 1; base_offset when empty
@@ -123,6 +128,10 @@ class LogSegment:
         self.rolling_based_timestamp_ms: int | None = None
         self.bytes_since_last_index_entry = 0
         self.recovery_truncated_bytes = 0  # what the last recover() cut off
+
+    @property
+    def log_path(self) -> Path:
+        return self.log.path
 
     # -- construction ----------------------------------------------------------------
     @classmethod
@@ -148,8 +157,7 @@ class LogSegment:
             active=True,
         )
         if segment.size_bytes:
-            os.ftruncate(segment._fd, 0)
-            segment.size_bytes = 0
+            segment.log.truncate(0)
         segment.offset_index.reset()
         segment.time_index.reset()
         segment.txn_index.delete()
@@ -197,40 +205,6 @@ class LogSegment:
         segment._load_rolling_based_timestamp()
         return segment
 
-    def _load_facts(self) -> None:
-        """next_offset and max timestamp from the index tails plus a short scan."""
-        _, position = self.offset_index.lookup(LONG_MAX)
-        last: BatchHeader | None = None
-        for _, header in self._iter_headers(position):
-            last = header
-        self.next_offset = last.next_offset if last is not None else self.base_offset
-        self.offset_index.sanity_check(self.size_bytes, self.next_offset)
-        self.time_index.sanity_check(self.next_offset)
-        timestamp, offset = self.time_index.last_entry()
-        self.max_timestamp, self.offset_of_max_timestamp = timestamp, offset
-        if last is not None and last.max_timestamp > self.max_timestamp:
-            # The tail past the last index entry may hold a newer max timestamp.
-            self._scan_facts_from(position)
-        self.bytes_since_last_index_entry = self.size_bytes - position
-
-    def whole_batches_end(self) -> int:
-        """The file position after the last whole batch (from the last index entry)."""
-        _, end = self.offset_index.lookup(LONG_MAX)
-        for position, header in self._iter_headers(end):
-            end = position + header.size
-        return end
-
-    def _scan_facts_from(self, position: int) -> None:
-        for _, header in self._iter_headers(position):
-            if header.max_timestamp > self.max_timestamp:
-                self.max_timestamp = header.max_timestamp
-                self.offset_of_max_timestamp = header.last_offset
-
-    def _load_rolling_based_timestamp(self) -> None:
-        if self.size_bytes >= BATCH_OVERHEAD:
-            header = parse_batch_header(os.pread(self._fd, BATCH_OVERHEAD, 0))
-            self.rolling_based_timestamp_ms = header.max_timestamp
-
     # -- appends ---------------------------------------------------------------------------
     def append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader]) -> None:
         """Write whole batches (``headers`` parsed from ``buf``, offsets assigned).
@@ -249,13 +223,7 @@ class LogSegment:
                 f"offsets {first.base_offset}..{last.last_offset} do not fit segment "
                 f"{self.base_offset}"
             )
-        start = self.size_bytes
-        try:
-            _pwrite_all(self._fd, buf, start)
-        except OSError:
-            # Leave no torn tail behind for readers or the next append.
-            os.ftruncate(self._fd, start)
-            raise
+        start = self.log.append(buf)  # cut off again if the write fails
         if self.rolling_based_timestamp_ms is None:
             self.rolling_based_timestamp_ms = first.max_timestamp
         interval = self.index_interval_bytes
@@ -271,7 +239,6 @@ class LogSegment:
                 self._maybe_append_time_entry()
                 self.bytes_since_last_index_entry = 0
             self.bytes_since_last_index_entry += header.size
-        self.size_bytes = start + len(buf)
         self.next_offset = last.next_offset
 
     def _maybe_append_time_entry(self, final: bool = False) -> None:
@@ -304,30 +271,9 @@ class LogSegment:
         self.offset_index.close()
         self.time_index.close()
         self.active = False
+        self.log.unpin()
 
     # -- reads -----------------------------------------------------------------------------
-    def _iter_headers(
-        self, start: int, end: int | None = None
-    ) -> Iterator[tuple[int, BatchHeader]]:
-        """(file position, header) of each whole batch in [start, end)."""
-        end = self.size_bytes if end is None else end
-        position = start
-        fd = self._fd
-        while end - position >= BATCH_OVERHEAD:
-            chunk = os.pread(fd, min(SCAN_CHUNK_BYTES, end - position), position)
-            consumed = 0
-            for header in iter_batch_headers(chunk):
-                yield position + header.position, header
-                consumed = header.position + header.size
-            if consumed == 0:
-                # The batch at `position` is larger than a chunk (or truncated).
-                header = parse_batch_header(chunk[:BATCH_OVERHEAD])
-                if header.batch_length < MIN_BATCH_LENGTH or position + header.size > end:
-                    return
-                yield position, header
-                consumed = header.size
-            position += consumed
-
     def iter_headers_from(self, offset: int) -> Iterator[tuple[int, BatchHeader]]:
         """(file position, header) of each batch from the one the offset index
         points at for ``offset`` (earlier batches may come first)."""
@@ -366,15 +312,15 @@ class LogSegment:
         limit = min(max_bytes, available)
         if location.size > limit:
             if min_one_batch:
-                return position, os.pread(self._fd, location.size, position)
+                return position, self.log.pread(location.size, position)
             return position, b""
-        data = os.pread(self._fd, limit, position)
+        data = self.log.pread(limit, position)
         if limit == available and max_offset >= self.next_offset:
             return position, data  # the segment ends on a batch boundary
-        return position, data[: _whole_batches_before(data, max_offset)]
+        return position, data[: whole_batches_before(data, max_offset)]
 
     def read_batch(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return self.log.pread(size, position)
 
     def find_offset_by_timestamp(
         self, target_timestamp_ms: int, start_offset: int
@@ -402,68 +348,28 @@ class LogSegment:
             return -1, NO_TIMESTAMP
         location = self._find_batch(self.offset_of_max_timestamp)
         if location is not None:
-            header = parse_batch_header(os.pread(self._fd, BATCH_OVERHEAD, location.position))
+            header = parse_batch_header(self.log.pread(BATCH_OVERHEAD, location.position))
             for record in self._decode(location.position, header):
                 if record.timestamp == self.max_timestamp:
                     return record.offset, record.timestamp
         return self.offset_of_max_timestamp, self.max_timestamp
 
     def _decode(self, position: int, header: BatchHeader) -> list[Record]:
-        data = os.pread(self._fd, header.size, position)
+        data = self.log.pread(header.size, position)
         return decode_batch_records(data, parse_batch_header(data))
 
     def first_batch_header(self) -> BatchHeader | None:
         if self.size_bytes < BATCH_OVERHEAD:
             return None
-        return parse_batch_header(os.pread(self._fd, BATCH_OVERHEAD, 0))
+        return parse_batch_header(self.log.pread(BATCH_OVERHEAD, 0))
 
-    # -- recovery and truncation ----------------------------------------------------------------
-    def recover(self, on_batch: Callable[[BatchHeader], None] | None = None) -> int:
-        """CRC-check every batch, cut the log at the first bad one, rebuild the
-        indexes; returns the number of bytes truncated. ``on_batch`` sees every
-        valid batch header in order (the log rebuilds its leader epoch cache).
-        The scan itself is ``segment_recovery.scan_valid_prefix``."""
-        builder = IndexBuilder(self.base_offset, self.index_interval_bytes)
-        valid_end = scan_valid_prefix(self._fd, self.size_bytes, self.base_offset,
-                                      builder, on_batch)
-        truncated = self.size_bytes - valid_end
-        if truncated:
-            os.ftruncate(self._fd, valid_end)
-            self.size_bytes = valid_end
-        self._apply_rebuilt(builder)
-        self.recovery_truncated_bytes = truncated
-        return truncated
-
-    def rebuild_indexes(self) -> None:
-        """Rebuild both indexes and the derived facts from batch headers (no CRC)."""
-        builder = IndexBuilder(self.base_offset, self.index_interval_bytes)
-        valid_end = 0
-        for position, header in self._iter_headers(0):
-            builder.add(position, header)
-            valid_end = position + header.size
-        if valid_end != self.size_bytes:
-            # A partial trailing batch can never be read; drop it.
-            os.ftruncate(self._fd, valid_end)
-            self.size_bytes = valid_end
-        self._apply_rebuilt(builder)
-
-    def _apply_rebuilt(self, builder: IndexBuilder) -> None:
-        """Replace both indexes and the derived facts with what ``builder`` saw."""
-        offset_entries, time_entries = builder.finish(active=self.active)
-        self.offset_index.replace_entries(offset_entries)
-        self.time_index.replace_entries(time_entries)
-        self.next_offset = builder.next_offset
-        self.max_timestamp = builder.max_timestamp
-        self.offset_of_max_timestamp = builder.offset_of_max
-        self.bytes_since_last_index_entry = builder.bytes_since
-
+    # -- truncation ----------------------------------------------------------------
     def truncate_at_position(self, position: int) -> int:
         """Cut the file at ``position`` (a batch boundary: where a scrub found the
         valid prefix of a corrupt segment ending); returns bytes removed."""
         position = max(0, min(position, self.size_bytes))
         removed = self.size_bytes - position
-        os.ftruncate(self._fd, position)
-        self.size_bytes = position
+        self.log.truncate(position)
         self.rebuild_indexes()
         self.txn_index.truncate_to(self.next_offset)
         if self.size_bytes == 0:
@@ -480,8 +386,7 @@ class LogSegment:
         if location is None:
             return 0
         removed = self.size_bytes - location.position
-        os.ftruncate(self._fd, location.position)
-        self.size_bytes = location.position
+        self.log.truncate(location.position)
         self.txn_index.truncate_to(offset)
         self.rebuild_indexes()
         if self.size_bytes == 0:
@@ -490,28 +395,27 @@ class LogSegment:
 
     # -- lifecycle ----------------------------------------------------------------------------------
     def flush(self) -> None:
-        os.fsync(self._fd)
+        self.log.flush()
         self.offset_index.flush()
         self.time_index.flush()
 
-    def dup_fds(self) -> list[int]:
-        """Duplicates of the file descriptors a flush must fsync, for an fsync on
-        another thread that must not race a close (the caller closes them).
+    def sync_targets(self) -> list[int | Path]:
+        """What a flush must fsync, for an fsync on another thread that must not
+        race a close: a duplicate of the active segment's ``.log`` descriptor
+        (the caller closes it), and a closed segment's three files by path
+        (``fsync_and_close`` opens each read-only in turn: a closed segment
+        holds no descriptor for them, and a flush of many closed segments must
+        not hold one per file at once; a file renamed or deleted meanwhile is
+        passed over).
 
         The active segment's indexes are left out: the active segment always
         lies at or past the recovery point, so an unclean start rebuilds its
         indexes from the log anyway; they are synced when the segment rolls."""
-        fds = [os.dup(self._fd)] if self._fd >= 0 else []
-        if not self.active:
-            # Closed indexes have no open descriptor (trimmed and closed on
-            # roll); fsync through a read-only one.
-            for index in (self.offset_index, self.time_index):
-                try:
-                    fds.append(os.dup(index.fd) if index.fd is not None
-                               else os.open(index.path, os.O_RDONLY))
-                except FileNotFoundError:
-                    continue
-        return fds
+        if self.active:
+            return list(self.log.dup_fd())
+        if self.log.closed:
+            return []
+        return [self.log.path, self.offset_index.path, self.time_index.path]
 
     def largest_timestamp_ms(self) -> int:
         """Kafka's ``largestTimestamp``: the max record timestamp, or the .log
@@ -544,26 +448,21 @@ class LogSegment:
 
     def close_files(self) -> None:
         """Release the file descriptors without writing anything."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.log.close()
         self.offset_index.release()
         self.time_index.release()
 
     def close(self) -> None:
-        if self._fd < 0:
+        if self.log.closed:
             return
         if self.active:
             self._maybe_append_time_entry(final=True)
         self.offset_index.close()
         self.time_index.close()
-        os.close(self._fd)
-        self._fd = -1
+        self.log.close()
 
     def delete(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        self.log.close()
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
@@ -575,28 +474,3 @@ class LogSegment:
             f"next_offset={self.next_offset}, active={self.active})"
         )
 
-
-def _whole_batches_before(data: bytes, max_offset: int) -> int:
-    """Length of the prefix of ``data`` made of whole batches ending before the
-    batch that holds ``max_offset``."""
-    end = 0
-    limit = len(data)
-    unpack_prefix = _PREFIX.unpack_from
-    unpack_delta = _INT32.unpack_from
-    while limit - end >= BATCH_OVERHEAD:
-        base, batch_length = unpack_prefix(data, end)
-        size = batch_length + LOG_OVERHEAD
-        if size < BATCH_OVERHEAD or end + size > limit:
-            break
-        if base + unpack_delta(data, end + _LAST_OFFSET_DELTA_AT)[0] >= max_offset:
-            break
-        end += size
-    return end
-
-
-def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.pwrite(fd, view, position)
-        view = view[written:]
-        position += written
