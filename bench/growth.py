@@ -75,9 +75,14 @@ def machine() -> dict[str, Any]:
             "cpu_idle_pct": round(psutil.cpu_times_percent(interval=1.0).idle, 1)}
 
 
+NOFILE: list[int] = []  # --nofile: the broker's open-files limit, through prlimit(1)
+
+
 def start_broker(work: Path, name: str, **overrides: object) -> BrokerProcess:
+    wrapper = [shutil.which("prlimit") or "prlimit", f"--nofile={NOFILE[0]}:{NOFILE[0]}",
+               "--"] if NOFILE else []
     b = BrokerProcess(data_dir=work / name, log_path=work / f"{name}.log",
-                      overrides=overrides, ready_timeout_s=600)
+                      overrides=overrides, ready_timeout_s=600, wrapper=wrapper)
     b.start()
     return b
 
@@ -93,6 +98,7 @@ def metadata_request(w: Wire, correlation_id: int, all_topics: bool) -> bytes:
 
 # ---------------------------------------------------------------------------- partitions
 def bench_partitions(work: Path, sizes: list[int], deadline: float) -> list[dict[str, Any]]:
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
     b = start_broker(work, "partitions")
@@ -111,11 +117,16 @@ def bench_partitions(work: Path, sizes: list[int], deadline: float) -> list[dict
                 break
             t0 = time.monotonic()
             timed_out = False
+            refused = ""
             while have < target:
                 n = min(MAX_PER_TOPIC, target - have)
                 fs = admin.create_topics([NewTopic(f"g-{k}", n, 1)], operation_timeout=120)
-                for f in fs.values():
-                    f.result(timeout=300)
+                try:
+                    for f in fs.values():
+                        f.result(timeout=300)
+                except KafkaException as e:  # a limit the broker enforces: report it
+                    refused = str(e.args[0].str() if e.args else e)
+                    break
                 k += 1
                 have += n
                 if time.monotonic() > deadline:
@@ -145,10 +156,13 @@ def bench_partitions(work: Path, sizes: list[int], deadline: float) -> list[dict
                    "files_per_partition": round((facts["open_files"] - base["open_files"])
                                                 / have, 2),
                    "idle_cpu_cores": cpu_cores(b.pid, IDLE_S), "timed_out": timed_out,
+                   "open_files_limit": psutil.Process(b.pid).rlimit(psutil.RLIMIT_NOFILE)[0],
                    "machine": machine()}
+            if refused:
+                row["refused"] = f"{target}: {refused}"
             rows.append(row)
             print(f"[partitions] {row}", flush=True)
-            if timed_out:
+            if timed_out or refused:
                 break
     finally:
         b.close()
@@ -349,10 +363,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="each section stops (and cleans up) after this (default 600)")
     ap.add_argument("--data-parent", type=Path, default=None,
                     help="where the data dirs go (default: the temp dir)")
+    ap.add_argument("--nofile", type=int, default=None,
+                    help="start the brokers with this open-files limit (prlimit; raising the "
+                         "hard limit needs root). Default: the inherited limit")
     ap.add_argument("--out", type=Path, default=RESULTS_DIR)
     args = ap.parse_args(argv)
+    if args.nofile:
+        NOFILE.append(args.nofile)
     sections = args.only or ["partitions", "clients", "data"]
     doc: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%S"), "machine": machine(),
+                           "nofile": args.nofile,
                            "memory_gb": round(psutil.virtual_memory().total / 2**30, 1),
                            "sections": {}}
     for section in sections:
