@@ -4,6 +4,7 @@
     python bench/run.py --quick         # 10x fewer records, 3 s latency run
     python bench/run.py --only tansu    # one broker
     python bench/run.py --producers 3 --partitions 6
+    python bench/run.py --single        # one producer, one consumer: 100 B acks=1 only
 
 For each broker in turn (never both at once: the machine has 2 cores) it
 starts the broker on a free 127.0.0.1 port (odradek: `python -m odradek server`
@@ -37,6 +38,7 @@ JSON to bench/results/<time>.json (gitignored).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import multiprocessing as mp
@@ -569,6 +571,33 @@ def run_latency(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, topic: str,
     return res
 
 
+@contextlib.contextmanager
+def py_spy(args: argparse.Namespace, kind: str, broker: BrokerProcess, name: str) -> Any:
+    """Sample odradek's broker with py-spy for the length of one workload (--py-spy DIR):
+    collapsed stacks in DIR/<name>.txt (flamegraph.pl or speedscope read them)."""
+    if not args.py_spy or kind != "odradek":
+        yield
+        return
+    import shutil
+    import signal
+    import subprocess
+
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    args.py_spy.mkdir(parents=True, exist_ok=True)
+    spy = subprocess.Popen([exe, "record", "--pid", str(broker.pid), "--rate", "250",
+                            "--format", "raw", "--output", str(args.py_spy / f"{name}.txt")],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(0.5)  # attached before the clients start
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
+
+
 def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
     ctx = mp.get_context("spawn")
     work = Path(tempfile.mkdtemp(prefix=f"odradek-bench-{kind}-", dir=args.data_parent))
@@ -581,17 +610,22 @@ def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
         cpu = BrokerCpu(broker.pid or 0)
         n_small, n_big = args.records_100b, args.records_1k
         plan = [("100B", 100, n_small), ("1KiB", 1024, n_big)]
+        acks_plan = [("1", "acks1"), ("all", "acksall")]
+        if args.single:
+            plan, acks_plan = plan[:1], acks_plan[:1]
         topics = [f"bench-{label}-{acks}" for label, _, _ in plan for acks in ("acks1", "acksall")]
         create_topics(broker.bootstrap, topics, args.partitions)
         create_topics(broker.bootstrap, ["bench-latency"], 1)
         for label, size, count in plan:
-            for acks, acks_name in (("1", "acks1"), ("all", "acksall")):
+            for acks, acks_name in acks_plan:
                 name = f"produce {label} acks={acks}"
                 runs = []
                 for i in range(args.repeat):
                     log(f"[{kind}] {name}: {count:,} records (run {i + 1}/{args.repeat})")
-                    runs.append(run_produce(ctx, broker, cpu, name, f"bench-{label}-{acks_name}",
-                                            count, size, acks, args))
+                    with py_spy(args, kind, broker, f"produce-{label}-acks{acks}-{i}"):
+                        runs.append(run_produce(ctx, broker, cpu, name,
+                                                f"bench-{label}-{acks_name}", count, size, acks,
+                                                args))
                     log(f"[{kind}]   {fmt_result(runs[-1])}")
                     if not broker.is_running():
                         raise RuntimeError(f"{kind} broker died; log tail:\n{broker.log_tail()}")
@@ -600,14 +634,16 @@ def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
             runs = []
             for i in range(args.repeat):
                 log(f"[{kind}] {name}: {count:,} records (run {i + 1}/{args.repeat})")
-                runs.append(run_consume(ctx, broker, cpu, name, f"bench-{label}-acks1", count,
-                                        size, args))
+                with py_spy(args, kind, broker, f"consume-{label}-{i}"):
+                    runs.append(run_consume(ctx, broker, cpu, name, f"bench-{label}-acks1",
+                                            count, size, args))
                 log(f"[{kind}]   {fmt_result(runs[-1])}")
             results.append(median_run(runs))
-        log(f"[{kind}] latency: {args.latency_rate}/s for {args.latency_s} s")
-        r = run_latency(ctx, broker, cpu, "bench-latency", args)
-        log(f"[{kind}]   {fmt_result(r)}")
-        results.append(r)
+        if not args.single:
+            log(f"[{kind}] latency: {args.latency_rate}/s for {args.latency_s} s")
+            r = run_latency(ctx, broker, cpu, "bench-latency", args)
+            log(f"[{kind}]   {fmt_result(r)}")
+            results.append(r)
     except Exception as e:  # a broker that fails a workload still gets a report
         results.append(Result(kind, "error", first_error=f"{type(e).__name__}: {e}",
                               timed_out=True))
@@ -703,6 +739,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--producers", type=int, default=2, help="producer processes (default 2)")
     ap.add_argument("--consumers", type=int, default=2, help="consumer processes (default 2)")
     ap.add_argument("--partitions", type=int, default=4, help="partitions per topic (default 4)")
+    ap.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                    help="sample odradek's broker with py-spy during each workload; "
+                         "collapsed stacks go to DIR")
+    ap.add_argument("--records", type=int, default=None,
+                    help="records of the 100 B workloads (default 1,000,000; quick 100,000)")
+    ap.add_argument("--single", action="store_true",
+                    help="the single-client workload: one producer (linger.ms=5, 100 B, acks=1) "
+                         "and one consumer; no 1 KiB, acks=all or latency runs")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of each throughput workload; the median is reported (default 3)")
     ap.add_argument("--latency-rate", type=int, default=5000, help="msg/s (default 5000)")
@@ -716,8 +760,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="where odradek's data dir goes (default: the temp dir); "
                          "/dev/shm puts it in memory like tansu's memory storage")
     args = ap.parse_args(argv)
+    if args.single:
+        args.producers = args.consumers = 1
     scale = 10 if args.quick else 1
-    args.records_100b = 1_000_000 // scale
+    args.records_100b = args.records or 1_000_000 // scale
     args.records_1k = 200_000 // scale
     args.latency_s = 3.0 if args.quick else 10.0
     if args.workload_timeout_s is None:

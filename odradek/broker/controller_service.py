@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 METADATA_KEY = (METADATA_TOPIC, 0)
 SESSION_CHECK_INTERVAL_MS = 250
+MIN_SESSION_CHECK_WAIT_MS = 20  # a session check never runs sooner than this after the last
 
 
 def _now_ms() -> int:
@@ -96,6 +97,7 @@ class ControllerService:
         self.metadata_waiters = FetchPurgatory()
         self._task: asyncio.Task[None] | None = None
         self.active = False
+        self._fencing: list[int] = []  # brokers the current session check fences
         # `storage format --add-scram`'s records: committed by the first active
         # controller of a cluster whose metadata log is still empty
         try:
@@ -155,12 +157,24 @@ class ControllerService:
         rebalance_every_ms = 1000 * int(config.get("leader.imbalance.check.interval.seconds"))
         next_rebalance_ms = _now_ms() + rebalance_every_ms
         while True:
-            await asyncio.sleep(SESSION_CHECK_INTERVAL_MS / 1000)
+            # Wake at the first session's end (not up to a whole interval after it):
+            # the fence, and so the failover, starts when the session runs out.
+            wait_ms = SESSION_CHECK_INTERVAL_MS
+            if self.active:
+                end = self.control.next_session_expiry_ms(self.broker.image)
+                if end is not None:
+                    wait_ms = max(MIN_SESSION_CHECK_WAIT_MS, min(wait_ms, end - _now_ms()))
+            await asyncio.sleep(wait_ms / 1000)
             if not self.active:
                 continue
             try:
                 now = _now_ms()
+                self._fencing = []
                 await self.decide(functools.partial(self._fence_silent, now_ms=now))
+                if self._fencing:
+                    # detect -> elect -> committed: bench/failover.py reads these two lines
+                    log.info("fenced broker(s) %s: committed %d ms after the session check",
+                             self._fencing, _now_ms() - now)
                 if rebalance and now >= next_rebalance_ms:
                     next_rebalance_ms = now + rebalance_every_ms
                     await self.decide(self.control.preferred_leader_elections)
@@ -172,10 +186,14 @@ class ControllerService:
     def _fence_silent(self, image: MetadataImage, now_ms: int) -> list[R.MetadataRecord]:
         # The controller's own broker (combined mode) has no session to lose.
         self.control.last_contact_ms[self.broker.node_id] = now_ms
+        last = dict(self.control.last_contact_ms)
         records = self.control.check_sessions(image, now_ms)
         fenced = [r["broker_id"] for r in records if r["type"] == R.BROKER_REGISTRATION_CHANGE]
         if fenced:
-            log.warning("fencing broker(s) %s: no heartbeat for broker.session.timeout.ms", fenced)
+            self._fencing = fenced
+            log.warning("fencing broker(s) %s: no heartbeat for %s ms (broker.session.timeout.ms"
+                        " %d)", fenced, [now_ms - last.get(b, now_ms) for b in fenced],
+                        self.control.session_timeout_ms)
         return records
 
     # -- decisions -----------------------------------------------------------------------

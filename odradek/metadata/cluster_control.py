@@ -234,6 +234,14 @@ class ClusterControl:
             return HeartbeatAnswer(NONE, True, False, False), records
         return HeartbeatAnswer(NONE, caught_up, broker.fenced, False), records
 
+    def next_session_expiry_ms(self, image: MetadataImage) -> int | None:
+        """When the first unfenced broker's session runs out (check_sessions then
+        fences it), or None if no session is running."""
+        ends = [self.last_contact_ms[b] + self.session_timeout_ms + 1
+                for b, broker in image.brokers.items()
+                if not broker.fenced and b in self.last_contact_ms]
+        return min(ends) if ends else None
+
     def check_sessions(self, image: MetadataImage, now_ms: int) -> list[R.MetadataRecord]:
         """Fence every unfenced broker whose session ran out."""
         records: list[R.MetadataRecord] = []

@@ -130,17 +130,23 @@ class FrameDecoder:
         frames: list[bytes] = []
         pos = 0
         n = len(buf)
-        while n - pos >= 4:
-            (size,) = _I32.unpack_from(buf, pos)
-            if size < 0 or size > self.max_frame_bytes:
-                raise FrameTooLarge(
-                    f"frame of {size} bytes exceeds socket.request.max.bytes "
-                    f"({self.max_frame_bytes})" if size >= 0 else f"negative frame size {size}"
-                )
-            if n - pos - 4 < size:
-                break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
-            pos += 4 + size
+        if n < 4:
+            return frames
+        # One copy per frame: a view's slice to bytes (bytes(buf[a:b]) copies twice).
+        # The view is released before the buffer is resized.
+        with memoryview(buf) as view:
+            while n - pos >= 4:
+                (size,) = _I32.unpack_from(buf, pos)
+                if size < 0 or size > self.max_frame_bytes:
+                    raise FrameTooLarge(
+                        f"frame of {size} bytes exceeds socket.request.max.bytes "
+                        f"({self.max_frame_bytes})" if size >= 0
+                        else f"negative frame size {size}"
+                    )
+                if n - pos - 4 < size:
+                    break
+                frames.append(view[pos + 4 : pos + 4 + size].tobytes())
+                pos += 4 + size
         if pos:
             del buf[:pos]
         return frames

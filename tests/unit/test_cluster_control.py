@@ -90,6 +90,22 @@ def test_a_silent_broker_is_fenced_and_its_leadership_moves_to_an_isr_member() -
             assert part.leader_epoch == 1
 
 
+def test_the_next_session_expiry_is_the_first_unfenced_broker_s_last_contact_plus_the_timeout(
+) -> None:
+    control = _control()
+    image = _cluster(control)
+    assert control.next_session_expiry_ms(image) == SESSION_MS + 1  # all heard from at 0
+    for b in (2, 3):
+        control.heartbeat(image, b, image.brokers[b].epoch, image.offset, False, False, 700)
+    assert control.next_session_expiry_ms(image) == SESSION_MS + 1  # broker 1's, at 0
+    # one ms earlier nothing is fenced; at the expiry broker 1 is
+    assert control.check_sessions(image, SESSION_MS) == []
+    image = _step(image, control.check_sessions(image, SESSION_MS + 1))
+    assert image.brokers[1].fenced
+    assert control.next_session_expiry_ms(image) == 700 + SESSION_MS + 1
+    assert control.next_session_expiry_ms(MetadataImage()) is None
+
+
 def test_the_last_isr_member_fenced_leaves_the_partition_leaderless_until_it_returns() -> None:
     control = _control()
     image = _topic(_cluster(control), "t", 1, 3)
