@@ -85,3 +85,30 @@ def test_the_delete_records_start_offset_is_stored_and_no_orphan(tmp_path: Path)
     assert rsm.scan(TIP) == ([], [])
     rsm.delete_partition(TIP)
     assert rsm.read_start_offset(TIP) == -1
+
+
+def test_reads_pick_the_copy_of_the_local_lineage() -> None:
+    """Two remote copies of offsets 100..199: the lineage's (epoch 1 from 150) and a
+    fenced leader's late copy (epoch 0 throughout). A read follows the local
+    leader-epoch cache, as Kafka's (epoch, offset) lookup; offsets the cache does not
+    cover take the latest copy."""
+    from types import SimpleNamespace
+
+    from odradek.storage.leader_epoch import LeaderEpochCache
+    from odradek.tiered.remote_log_manager import PartitionTier
+
+    def seg(epochs: dict[int, int]) -> RemoteLogSegmentMetadata:
+        return RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1,
+                                        5, 6, epochs, 3000,
+                                        RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+
+    ours, fenced = seg({0: 100, 1: 150}), seg({0: 100})
+    tier = PartitionTier(TIP, [ours, fenced], loaded=True)
+    assert tier.segment_for(160) is fenced  # no epoch given: the latest copy
+    tier.log = SimpleNamespace(leader_epoch_cache=LeaderEpochCache([(0, 0), (1, 150)]))
+    assert tier.read_epoch(160) == 1 and tier.read_epoch(120) == 0
+    assert tier.segment_for(160, tier.read_epoch(160)) is ours
+    assert tier.segment_for(120, tier.read_epoch(120)) is fenced  # both agree below 150
+    tier.log = SimpleNamespace(leader_epoch_cache=LeaderEpochCache([(1, 170)]))
+    assert tier.read_epoch(160) == -1  # below the cache: any copy
+    assert tier.segment_for(160, -1) is fenced
