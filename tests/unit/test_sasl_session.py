@@ -141,3 +141,57 @@ def test_alter_user_scram_credentials_validates_per_user() -> None:
     assert codes == {"ghost": 91, "ann": 0, "": 93, "few": 93, "many": 93, "mech": 33,
                      "dup": 92}
     assert [(r["name"], r["mechanism"]) for r in records] == [("ann", 1), ("ann", 2)]
+
+
+def test_oauthbearer_unsecured_jws() -> None:
+    import json
+
+    from odradek.security.oauthbearer import (
+        OAuthBearerError,
+        ValidatorOptions,
+        client_response,
+        parse_client_response,
+        unsecured_token,
+        validate_unsecured,
+    )
+    from odradek.security.sasl import SaslServerConfig, SaslSession
+
+    now = 1_800_000_000_000
+    token = unsecured_token("alice", now, 60, ("a", "b"))
+    r = parse_client_response(client_response(token, "alice"))
+    assert (r.authzid, r.token) == ("alice", token)
+    opts = ValidatorOptions(required_scope=("b",))
+    assert validate_unsecured(token, opts, now).principal == "alice"
+    assert validate_unsecured(token, opts, now).expires_at_ms == now + 60_000
+    for bad_now, opts2 in ((now + 60_000, opts), (now, ValidatorOptions(required_scope=("c",)))):
+        try:
+            validate_unsecured(token, opts2, bad_now)
+        except OAuthBearerError:
+            pass
+        else:
+            raise AssertionError("accepted")
+    assert validate_unsecured(token, ValidatorOptions(clock_skew_ms=1), now + 59_999)
+    for msg in (b"", b"n,,\x01\x01", b"y,,\x01auth=Bearer x\x01\x01", b"n,,\x01auth=Basic x\x01\x01",
+                b"n,,\x01auth=Bearer x\x01"):
+        try:
+            parse_client_response(msg)
+        except OAuthBearerError:
+            pass
+        else:
+            raise AssertionError(msg)
+    # the session: lifetime is the token's when shorter than connections.max.reauth.ms
+    seen = []
+    s = SaslSession(SaslServerConfig("L", ("OAUTHBEARER",), reauth_ms=600_000), "peer",
+                    seen.append)
+    assert s.handshake("OAUTHBEARER", 1).error_code == 0
+    result = s.authenticate(client_response(token), 2, now)
+    assert result.error_code == 0 and result.session_lifetime_ms == 60_000
+    assert str(seen[0]) == "User:alice" and s.expired(now + 60_000)
+    # a refused token: the error challenge, then the lone kvsep fails
+    s = SaslSession(SaslServerConfig("L", ("OAUTHBEARER",)), "peer", seen.append)
+    s.handshake("OAUTHBEARER", 1)
+    first = s.authenticate(client_response(token), 2, now + 61_000)
+    assert first.error_code == 0 and json.loads(first.auth_bytes)["status"] == "invalid_token"
+    second = s.authenticate(b"\x01", 2, now + 61_000)
+    assert second.error_code == 58 and "expired" in (second.error_message or "")
+    assert s.close_after_response
