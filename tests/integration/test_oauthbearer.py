@@ -150,3 +150,40 @@ def test_confluent_kafka_expired_token_from_oauth_cb_is_refused(broker) -> None:
         assert any("expired" in e.str() for e in errors), [e.str() for e in errors]
     finally:
         p.flush(0)
+
+
+def test_confluent_kafka_reauthenticates_before_its_token_expires(broker) -> None:
+    """A 12 s token under a 60 s connections.max.reauth.ms: the session lives 12 s
+    (KIP-368), librdkafka refreshes its token and re-authenticates on the same
+    connections, and a producer sending for 16 s never has a connection closed."""
+    name = f"oauth-reauth-{uuid.uuid4().hex[:8]}"
+    create_topic(broker, name)
+    before = broker.log_path.read_text().count("after its SASL session expired")
+    errors: list[Any] = []
+    p = Producer(_conf(broker, **{"enable.sasl.oauthbearer.unsecure.jwt": True,
+                                  "sasl.oauthbearer.config": "principal=alice scope=kafka "
+                                                             "lifeSeconds=12",
+                                  "error_cb": errors.append}))
+    started = time.monotonic()
+    sent = 0
+    while time.monotonic() - started < 16:
+        p.produce(name, b"r%d" % sent)
+        sent += 1
+        p.poll(0.25)
+    assert p.flush(30) == 0
+    assert not errors, [e.str() for e in errors]
+    assert broker.log_path.read_text().count("after its SASL session expired") == before
+    c = Consumer(_conf(broker, **{"enable.sasl.oauthbearer.unsecure.jwt": True,
+                                  "sasl.oauthbearer.config": "principal=alice scope=kafka",
+                                  "group.id": f"g-{name}", "auto.offset.reset": "earliest"}))
+    try:
+        c.subscribe([name])
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < sent and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                got += 1
+        assert got == sent
+    finally:
+        c.close()
