@@ -195,3 +195,40 @@ def test_oauthbearer_unsecured_jws() -> None:
     second = s.authenticate(b"\x01", 2, now + 61_000)
     assert second.error_code == 58 and "expired" in (second.error_message or "")
     assert s.close_after_response
+
+
+def test_oauthbearer_hostile_messages_only_refuse() -> None:
+    """Mutated client messages (bit flips, truncation, insertion, huge and empty
+    parts) are refused with the error challenge or accepted, never anything else."""
+    import random
+
+    from odradek.security.oauthbearer import client_response, unsecured_token
+    from odradek.security.sasl import SaslServerConfig, SaslSession
+
+    rng = random.Random(20261126)
+    now = 1_800_000_000_000
+    good = client_response(unsecured_token("alice", now, 60, ("kafka",)))
+    for i in range(3000):
+        msg = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            kind = rng.randrange(5)
+            pos = rng.randrange(len(msg) + 1)
+            if kind == 0 and msg:
+                msg[pos % len(msg)] ^= 1 << rng.randrange(8)
+            elif kind == 1:
+                del msg[pos:]
+            elif kind == 2:
+                msg[pos:pos] = rng.randbytes(rng.randint(1, 40))
+            elif kind == 3:
+                msg[pos:pos] = b"\x01" * rng.randint(1, 5)
+            else:
+                msg[pos:pos] = b"=" * rng.randint(1, 70000) if i % 500 == 0 else b"."
+        s = SaslSession(SaslServerConfig("L", ("OAUTHBEARER",)), "peer", lambda p: None)
+        s.handshake("OAUTHBEARER", 1)
+        r = s.authenticate(bytes(msg), 2, now)
+        assert r.error_code == 0, r
+        if r.auth_bytes:  # refused: the challenge, then the failure
+            assert s.authenticate(b"\x01", 2, now).error_code == 58
+            assert s.close_after_response
+        else:
+            assert s.authenticated
