@@ -66,3 +66,23 @@ def test_a_remote_read_is_bounded_by_remote_fetch_max_wait_ms(tmp_path) -> None:
     assert 0.25 <= took < 2.0, took
     assert reader.errors == 1 and reader.pending == 0
     assert asyncio.run(RemoteReader(rlm).read("t", 0, 100, 10)) is None  # no segment holds it
+
+
+def test_the_remote_index_cache_is_bounded_lru() -> None:
+    """remote.log.index.file.cache.total.size.bytes: the least recently used indexes go
+    first once the bytes held pass the bound; a hit loads nothing."""
+    from odradek.tiered.remote_reader import _IndexCache
+
+    cache = _IndexCache(100)
+    loads: list[str] = []
+
+    def get(key: str) -> bytes:
+        return cache.get((key, "index"), lambda: loads.append(key) or b"x" * 40)
+
+    get("a"), get("b"), get("a")  # a is the most recently used
+    assert loads == ["a", "b"]
+    get("c")  # 120 bytes: b goes
+    get("a")
+    assert loads == ["a", "b", "c"]
+    get("b")
+    assert loads == ["a", "b", "c", "b"]
