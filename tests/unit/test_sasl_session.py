@@ -232,3 +232,47 @@ def test_oauthbearer_hostile_messages_only_refuse() -> None:
             assert s.close_after_response
         else:
             assert s.authenticated
+
+
+def test_oauthbearer_node_login_and_listener_config(tmp_path) -> None:
+    """A node's own OAUTHBEARER login (sasl.mechanism.inter.broker.protocol) from the
+    OAuthBearerLoginModule's unsecuredLoginStringClaim_sub, against a listener whose
+    validator options come from its oauthbearer.sasl.jaas.config; another server
+    callback handler stops start-up naming the key."""
+    import time
+
+    import pytest
+
+    from odradek.config import BrokerConfig
+    from odradek.security.sasl import SaslSession
+    from odradek.security.sasl_config import ConfigError, inter_broker_client, server_configs
+
+    jaas = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="broker" unsecuredLoginLifetimeSeconds="120" '
+            'unsecuredValidatorAllowableClockSkewMs="2000";')
+    props = {"log.dirs": str(tmp_path), "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+             "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                               "CONTROLLER:PLAINTEXT",
+             "inter.broker.listener.name": "SASL_PLAINTEXT",
+             "sasl.enabled.mechanisms": "OAUTHBEARER",
+             "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+             "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas}
+    config = BrokerConfig.from_properties(props)
+    client = inter_broker_client(config)
+    assert client is not None and (client.mechanism, client.username) == ("OAUTHBEARER",
+                                                                         "broker")
+    server = server_configs(config, lambda user, mechanism: None)["SASL_PLAINTEXT"]
+    assert server.oauth.clock_skew_ms == 2000
+    seen = []
+    session = SaslSession(server, "peer", seen.append)
+    assert session.handshake("OAUTHBEARER", 1).error_code == 0
+    exchange = client.exchange()
+    result = session.authenticate(next(exchange), 2, int(time.time() * 1000))
+    assert result.error_code == 0 and result.auth_bytes == b""
+    with pytest.raises(StopIteration):
+        exchange.send(result.auth_bytes)
+    assert [str(p) for p in seen] == ["User:broker"]
+    props["listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"] = \
+        "com.example.MyValidator"
+    with pytest.raises(ConfigError, match="oauthbearer.sasl.server.callback.handler.class"):
+        server_configs(BrokerConfig.from_properties(props), lambda user, mechanism: None)
