@@ -144,8 +144,11 @@ def discover_segments(
             names = [str(n) for n in fs.ls(open_url(base, fs_options)[1], detail=False)]
         except FileNotFoundError:
             continue
-        markers = [f"{base}/{n.rstrip('/').rsplit('/', 1)[-1]}" for n in names
-                   if n.endswith(MARKER_SUFFIX)]
+        leaves = [n.rstrip("/").rsplit("/", 1)[-1] for n in names]
+        logs = {leaf[:-len(".log")] for leaf in leaves if leaf.endswith(".log")}
+        # a marker without its .log (a fenced leader's late marker) is not visible
+        markers = [f"{base}/{leaf}" for leaf in leaves
+                   if leaf.endswith(MARKER_SUFFIX) and leaf[:-len(MARKER_SUFFIX)] in logs]
         start_url = f"{base}/{START_OFFSET_OBJECT}"
         blobs = _cat_many(fs_options, [*markers, start_url])
         log_start = parse_log_start(blobs.pop(start_url), start_url)

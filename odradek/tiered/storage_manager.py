@@ -195,8 +195,20 @@ class RemoteStorageManager:
             known = dict(self._markers.get(pdir, {}))
         seen: dict[str, RemoteLogSegmentMetadata] = {}
         segments, marked = [], set()
+        parts: dict[str, set[str]] = {}
+        for path in names:
+            stem, _, suffix = path.rsplit("/", 1)[-1].partition(".")
+            parts.setdefault(stem, set()).add(suffix)
         for path in names:
             if path.endswith("." + MARKER):
+                missing = [s for s in SUFFIXES if s not in parts.get(_stem(path), ())]
+                if missing:
+                    # a marker whose parts are gone: a fenced leader's copy finishing
+                    # after its successor removed the parts it saw without a marker.
+                    # Never visible; a leader removes it with the orphans.
+                    log.warning("%s: marker without its %s object(s): not visible, "
+                                "removed as a copy cut short", path, ", ".join(missing))
+                    continue
                 rec = known.get(path)
                 if rec is None:
                     try:

@@ -127,3 +127,43 @@ def test_scan_reads_each_marker_once(tmp_path: Path) -> None:
     assert len(gets) == 1
     rsm.delete_segment(meta)
     assert rsm.scan(TIP) == ([], [])
+
+
+def test_a_marker_without_its_parts_is_never_visible(tmp_path: Path) -> None:
+    """A fenced leader's copy can write its marker after the new leader removed the
+    parts it saw without one: such a segment is not visible, and it is an orphan."""
+    rsm = RemoteStorageManager((tmp_path / "remote").as_uri())
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1, 5, 6,
+                                    {0: 100}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rsm.copy_segment(meta, _files(tmp_path))
+    assert [m.start_offset for m in rsm.scan(TIP)[0]] == [100]
+    log_object = rsm.object_path(meta, "log")
+    rsm.fs.rm(log_object)
+    segments, orphans = rsm.scan(TIP)
+    assert segments == []
+    assert rsm.object_path(meta, "metadata") in orphans and len(orphans) == 6
+
+
+def test_spark_discovery_reads_the_broker_layout(tmp_path: Path) -> None:
+    """Spark's planner (spark/remote_plan.py) finds what the broker's storage manager
+    wrote: the segment, the stored DeleteRecords log start, and not a marker whose
+    .log is gone."""
+    import pytest
+
+    pytest.importorskip("pyspark")
+    from odradek.spark.remote_plan import discover_segments
+
+    url = (tmp_path / "remote").as_uri()
+    rsm = RemoteStorageManager(url)
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1, 5, 6,
+                                    {0: 100}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rsm.copy_segment(meta, _files(tmp_path))
+    ids = {TIP.name: uuid_to_b64(TIP.topic_id)}
+    found = discover_segments(url, {}, [(TIP.name, TIP.partition)], ids)
+    [seg] = found[(TIP.name, TIP.partition)]
+    assert (seg.base_offset, seg.end_offset, seg.log_start_offset) == (100, 199, -1)
+    rsm.write_start_offset(TIP, 150)
+    [seg] = discover_segments(url, {}, [(TIP.name, TIP.partition)], ids)[(TIP.name, 2)]
+    assert seg.log_start_offset == 150
+    rsm.fs.rm(rsm.object_path(meta, "log"))
+    assert discover_segments(url, {}, [(TIP.name, TIP.partition)], ids) == {}
