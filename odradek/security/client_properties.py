@@ -43,6 +43,7 @@ from ..broker_config_defs import BROKER_CONFIGS
 from ..configdef import ConfigError
 from . import keystores, tls
 from .jaas import PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE, JaasError, parse_jaas_config
+from .oauthbearer import OAUTHBEARER_LOGIN_MODULE
 from .sasl import SUPPORTED_MECHANISMS, SaslClientConfig
 
 __all__ = ["HANDLED_KEYS", "JAVA_ONLY_KEYS", "SECURITY_PROTOCOLS", "ClientSecurity",
@@ -85,7 +86,12 @@ def client_security(props: Mapping[str, str]) -> ClientSecurity:
                           protocol)
     rdkafka: dict[str, str] = {"security.protocol": protocol.lower()}
     sasl = _sasl(props) if protocol.startswith("SASL_") else None
-    if sasl is not None:
+    if sasl is not None and sasl.mechanism == "OAUTHBEARER":
+        rdkafka.update({"sasl.mechanisms": "OAUTHBEARER",
+                        "enable.sasl.oauthbearer.unsecure.jwt": "true",
+                        "sasl.oauthbearer.config": f"principal={sasl.username} "
+                        f"lifeSeconds={sasl.token_lifetime_s}"})
+    elif sasl is not None:
         rdkafka.update({"sasl.mechanisms": sasl.mechanism, "sasl.username": sasl.username,
                         "sasl.password": sasl.password})
     ssl_context = None
@@ -110,6 +116,17 @@ def _sasl(props: Mapping[str, str]) -> SaslClientConfig:
             entry = parse_jaas_config(jaas)
         except JaasError as e:
             raise ConfigError("sasl.jaas.config", str(e)) from None
+        if entry.login_module == OAUTHBEARER_LOGIN_MODULE and mechanism == "OAUTHBEARER":
+            sub = entry.options.get("unsecuredLoginStringClaim_sub")
+            if not sub:
+                raise ConfigError("sasl.jaas.config", "OAUTHBEARER needs the "
+                                  "unsecuredLoginStringClaim_sub option")
+            try:
+                lifetime_s = int(entry.options.get("unsecuredLoginLifetimeSeconds", "3600"))
+            except ValueError:
+                raise ConfigError("sasl.jaas.config",
+                                  "unsecuredLoginLifetimeSeconds: not a number") from None
+            return SaslClientConfig("OAUTHBEARER", sub, "", lifetime_s)
         if entry.login_module not in (PLAIN_LOGIN_MODULE, SCRAM_LOGIN_MODULE):
             raise ConfigError("sasl.jaas.config", f"expected {PLAIN_LOGIN_MODULE} or "
                               f"{SCRAM_LOGIN_MODULE}", entry.login_module)

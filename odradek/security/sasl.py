@@ -35,6 +35,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
+from .oauthbearer import (
+    KVSEP,
+    OAuthBearerError,
+    ValidatorOptions,
+    client_response,
+    error_challenge,
+    parse_client_response,
+    unsecured_token,
+    validate_unsecured,
+)
 from .resources import Principal
 from .scram import MECHANISMS as SCRAM_MECHANISMS
 from .scram import ScramClient, ScramCredential, ScramError, ScramServer
@@ -46,7 +56,7 @@ UNSUPPORTED_SASL_MECHANISM = 33
 ILLEGAL_SASL_STATE = 34
 SASL_AUTHENTICATION_FAILED = 58
 
-SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS, "OAUTHBEARER")
 MAX_PLAIN_TOKEN_BYTES = 4096  # authzid NUL user NUL password: more than this is refused
 
 CredentialLookup = Callable[[str, str], ScramCredential | None]
@@ -61,6 +71,7 @@ class SaslServerConfig:
     plain_users: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     scram_credentials: CredentialLookup = lambda user, mechanism: None
     reauth_ms: int = 0  # connections.max.reauth.ms; 0: sessions do not expire
+    oauth: ValidatorOptions = field(default_factory=ValidatorOptions)  # OAUTHBEARER
 
     def __repr__(self) -> str:  # plain_users holds passwords
         return (f"SaslServerConfig({self.listener}, {self.mechanisms}, "
@@ -72,8 +83,9 @@ class SaslClientConfig:
     """How one of this node's own clients logs in (protocol/client.py KafkaChannel)."""
 
     mechanism: str
-    username: str
+    username: str  # OAUTHBEARER: the unsecured token's principal (unsecuredLoginStringClaim_sub)
     password: str
+    token_lifetime_s: int = 3600  # OAUTHBEARER: unsecuredLoginLifetimeSeconds
 
     def __repr__(self) -> str:  # never the password
         return f"SaslClientConfig({self.mechanism}, {self.username})"
@@ -84,6 +96,15 @@ class SaslClientConfig:
         raises ScramError (a ValueError)."""
         if self.mechanism == "PLAIN":
             yield b"\x00" + self.username.encode() + b"\x00" + self.password.encode()
+            return
+        if self.mechanism == "OAUTHBEARER":
+            import time
+
+            token = unsecured_token(self.username, int(time.time() * 1000),
+                                    self.token_lifetime_s)
+            answer = yield client_response(token)
+            if answer:  # an error challenge: acknowledge, the server then fails it
+                yield KVSEP
             return
         client = ScramClient(self.mechanism, self.username, self.password)
         server_first = yield client.first()
@@ -176,6 +197,38 @@ class _Scram:
         return answer
 
 
+class _OAuthBearer:
+    """RFC 7628 with Kafka's unsecured JWS validation (oauthbearer.py). A refused
+    token gets the error challenge first; the client's lone kvsep then fails."""
+
+    def __init__(self, options: ValidatorOptions) -> None:
+        self._options = options
+        self.now_ms = 0  # set by the session before each step
+        self.username: str | None = None
+        self.expires_at_ms: int | None = None
+        self.done = False
+        self._refused: str | None = None
+
+    def step(self, token: bytes) -> bytes:
+        if self._refused is not None:
+            if token != KVSEP:
+                raise _Failure("Invalid OAUTHBEARER client message after an error "
+                               "challenge: expected a lone 0x01", None)
+            raise _Failure(self._refused, None)
+        try:
+            response = parse_client_response(token)
+            valid = validate_unsecured(response.token, self._options, self.now_ms,
+                                       response.authzid)
+        except OAuthBearerError as e:
+            self._refused = f"Authentication failed: {e}"
+            log.info("OAUTHBEARER token refused: %s", e)
+            return error_challenge(self._options)
+        self.username = valid.principal
+        self.expires_at_ms = valid.expires_at_ms
+        self.done = True
+        return b""
+
+
 class SaslSession:
     """The SASL state of one connection (see the module's theory of operation)."""
 
@@ -187,7 +240,7 @@ class SaslSession:
         self.state = State.HANDSHAKE
         self.mechanism: str | None = None
         self.principal: Principal | None = None
-        self._exchange: _Plain | _Scram | None = None
+        self._exchange: _Plain | _Scram | _OAuthBearer | None = None
         self.raw_tokens = False  # SaslHandshake v0: tokens come as bare frames
         self.supports_reauth = False  # the client used SaslAuthenticate v1+
         self.expires_at_ms: int | None = None
@@ -219,6 +272,7 @@ class SaslSession:
             return HandshakeResult(UNSUPPORTED_SASL_MECHANISM, enabled)
         self.mechanism = mechanism
         self._exchange = (_Plain(self.config.plain_users) if mechanism == "PLAIN"
+                          else _OAuthBearer(self.config.oauth) if mechanism == "OAUTHBEARER"
                           else _Scram(mechanism, self.config.scram_credentials))
         self.raw_tokens = version == 0 and not reauth
         self.state = State.AUTHENTICATE
@@ -245,7 +299,7 @@ class SaslSession:
         if version >= 1:
             self.supports_reauth = True
         try:
-            answer = self._step(token)
+            answer = self._step(token, now_ms)
             lifetime = self._complete(now_ms) if self._done else 0
         except _Failure as e:
             return AuthenticateResult(SASL_AUTHENTICATION_FAILED, str(e))
@@ -257,7 +311,7 @@ class SaslSession:
         if not self.raw_tokens or self.state is not State.AUTHENTICATE:
             return None  # failed before: frames the client pipelined meanwhile
         try:
-            answer = self._step(token)
+            answer = self._step(token, now_ms)
             if self._done:
                 self._complete(now_ms)
                 self.raw_tokens = False
@@ -269,9 +323,11 @@ class SaslSession:
     def _done(self) -> bool:
         return self._exchange is not None and self._exchange.done
 
-    def _step(self, token: bytes) -> bytes:
+    def _step(self, token: bytes, now_ms: int) -> bytes:
         exchange = self._exchange
         assert exchange is not None
+        if isinstance(exchange, _OAuthBearer):
+            exchange.now_ms = now_ms
         try:
             return exchange.step(token)
         except _Failure as e:
@@ -299,6 +355,10 @@ class SaslSession:
         self.state = State.AUTHENTICATED
         self._exchange = None
         reauth_ms = self.config.reauth_ms
+        credential_end = getattr(exchange, "expires_at_ms", None)
+        if reauth_ms > 0 and credential_end is not None:
+            # KIP-368: a session ends with its credential (an OAUTHBEARER token's exp)
+            reauth_ms = max(1, min(reauth_ms, credential_end - now_ms))
         self.expires_at_ms = now_ms + reauth_ms if reauth_ms > 0 else None
         if first:
             log.info("SASL %s: %s authenticated from %s on listener %s", self.mechanism,

@@ -5,6 +5,11 @@ Server side, per listener whose protocol is SASL_PLAINTEXT or SASL_SSL:
     listener.name.<l>.sasl.enabled.mechanisms     else sasl.enabled.mechanisms
     listener.name.<l>.plain.sasl.jaas.config      PlainLoginModule: user_<name>="<password>"
     listener.name.<l>.connections.max.reauth.ms   else connections.max.reauth.ms
+    listener.name.<l>.oauthbearer.sasl.jaas.config           OAuthBearerLoginModule: the
+        unsecured validator's options (unsecuredValidatorPrincipalClaimName,
+        ...ScopeClaimName, ...RequiredScope, ...AllowableClockSkewMs); optional
+    listener.name.<l>.oauthbearer.sasl.server.callback.handler.class   only Kafka's
+        OAuthBearerUnsecuredValidatorCallbackHandler (the default) is served
 
 SCRAM users are not configured here: their credentials are in the metadata
 log (UserScramCredentialRecord), looked up when a client authenticates.
@@ -22,6 +27,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from .jaas import JaasEntry, JaasError, parse_jaas_config
+from .oauthbearer import UNSECURED_VALIDATOR, ValidatorOptions
 from .sasl import SUPPORTED_MECHANISMS, CredentialLookup, SaslClientConfig, SaslServerConfig
 
 SASL_PROTOCOLS = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
@@ -117,9 +123,28 @@ def server_configs(config: BrokerConfig, scram_credentials: CredentialLookup
                                   overrides["connections.max.reauth.ms"]) from None
             if reauth_ms < 0:
                 raise ConfigError(key, "must be at least 0", reauth_ms)
+        oauth = _oauth_options(config, listener) if "OAUTHBEARER" in mechanisms \
+            else ValidatorOptions()
         out[listener] = SaslServerConfig(listener, mechanisms, users, scram_credentials,
-                                         reauth_ms)
+                                         reauth_ms, oauth)
     return out
+
+
+def _oauth_options(config: BrokerConfig, listener: str) -> ValidatorOptions:
+    overrides = config.listener_overrides(listener)
+    handler = overrides.get("oauthbearer.sasl.server.callback.handler.class", "").strip()
+    if handler and handler != UNSECURED_VALIDATOR:
+        raise ConfigError(f"listener.name.{listener.lower()}.oauthbearer.sasl.server."
+                          "callback.handler.class", "odradek validates OAUTHBEARER tokens "
+                          f"as Kafka's default {UNSECURED_VALIDATOR} only (unsecured JWS, "
+                          "for development)", handler)
+    found = _jaas(config, listener, "OAUTHBEARER")
+    if found is None:
+        return ValidatorOptions()
+    try:
+        return ValidatorOptions.from_jaas(found[1].options)
+    except ValueError as e:
+        raise ConfigError(found[0], str(e)) from None
 
 
 def inter_broker_client(config: BrokerConfig) -> SaslClientConfig | None:
@@ -152,8 +177,23 @@ def client_config(config: BrokerConfig, listener: str, mechanism_key: str) -> Sa
     found = _jaas(config, listener, mechanism)
     key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
     options = found[1].options if found is not None else {}
+    if mechanism == "OAUTHBEARER":
+        return _oauth_client(key, options)
     username, password = options.get("username"), options.get("password")
     if not username or password is None:
         raise ConfigError(key, f"this node connects to listener {listener} with {mechanism}, "
                           "so it needs the username and password options here")
     return SaslClientConfig(mechanism, username, password)
+
+
+def _oauth_client(key: str, options: Any) -> SaslClientConfig:
+    """An unsecured-JWS OAUTHBEARER login (Kafka's unsecured login callback handler)."""
+    sub = options.get("unsecuredLoginStringClaim_sub")
+    if not sub:
+        raise ConfigError(key, "this node logs in with OAUTHBEARER, so it needs the "
+                          "unsecuredLoginStringClaim_sub option here")
+    try:
+        lifetime_s = int(options.get("unsecuredLoginLifetimeSeconds", "3600"))
+    except ValueError:
+        raise ConfigError(key, "unsecuredLoginLifetimeSeconds: not a number") from None
+    return SaslClientConfig("OAUTHBEARER", sub, "", lifetime_s)

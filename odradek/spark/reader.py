@@ -53,7 +53,9 @@ from odradek.spark.remote_plan import (
     RemoteSegmentPartition,
     discover_for,
     plan_remote,
+    read_log_start,
     remote_conf,
+    stored_log_starts,
 )
 from odradek.spark.remote_segment import read_segment
 
@@ -335,6 +337,10 @@ class OdradekBatchReader(DataSourceReader):
         finally:
             reader.close()
         fail = self.opts.fail_on_data_loss
+        for tp, stored in stored_log_starts(segments).items():
+            # DeleteRecords into the remote tier, as stored there (the brokers' earliest
+            # already includes it unless their view is older than the store's)
+            earliest[tp] = max(earliest.get(tp, 0), stored)
         asked = dict(start)
         start = _check_start_offsets(start, earliest, {}, fail)
         for tp in tps:
@@ -400,8 +406,19 @@ def read_remote(part: RemoteSegmentPartition, schema: StructType) -> Iterator[An
     from pyspark.sql.pandas.types import to_arrow_schema
 
     seg = part.segment
+    start = part.from_offset
+    stored = read_log_start(seg.log_start_url, part.conf["remote_fs"])
+    if start < stored:  # a DeleteRecords since planning: as the broker path (broker_read.py)
+        msg = (f"{part.topic}-{part.partition}: offsets {start}..{stored - 1} were deleted "
+               f"before they were read (log start offset {stored}, from the remote tier)")
+        if part.conf.get("fail_on_data_loss", True):
+            raise DataLossError(msg + "; set failOnDataLoss=false to skip them")
+        log.warning("%s; skipping them", msg)
+        start = stored
+    if start >= part.until_offset:
+        return iter(())
     return read_segment(
-        seg.log_url, part.from_offset, part.until_offset,
+        seg.log_url, start, part.until_offset,
         topic=part.topic, partition=part.partition,
         arrow_schema=to_arrow_schema(schema, timezone="UTC"),
         isolation_level=part.conf["isolation_level"], aborted=part.aborted,

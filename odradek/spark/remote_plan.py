@@ -18,7 +18,12 @@ A segment is visible once its ``.metadata`` marker exists: the copier writes
 it last, holding the segment's `__remote_log_metadata` record value
 (RemoteLogSegmentMetadata in state COPY_SEGMENT_FINISHED, decoded with
 tiered/metadata_records.py, standard library only), so a copy cut short is
-never read. The topic id comes from the brokers (DescribeTopics): a deleted
+never read. DeleteRecords into the remote tier leaves the partition's new log
+start offset in the object ``log-start-offset`` of its directory (written
+before the deleted segments go): the planner raises each partition's earliest
+offset to it (failOnDataLoss as for any deleted offset), and each remote task
+reads it again before reading, so a DeleteRecords between planning and the
+task is data loss exactly as the broker path reports it. The topic id comes from the brokers (DescribeTopics): a deleted
 and recreated topic's old objects are never read. The markers are read
 concurrently (one small GET each); the `__remote_log_metadata` topic carries
 the same records, and `RemoteSegment` is what either source fills.
@@ -57,6 +62,9 @@ from odradek.spark.remote_segment import (
 log = logging.getLogger("odradek.spark")
 
 MARKER_SUFFIX = ".metadata"  # the copier's visibility marker (tiered/storage_manager.py)
+# DeleteRecords into the remote tier: the log start offset, in decimal, in this object of
+# the partition's directory (tiered/storage_manager.py START_OFFSET_OBJECT)
+START_OFFSET_OBJECT = "log-start-offset"
 _SNAPSHOT_HEAD = struct.Struct(">hIi")  # version, crc, entry count
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")  # ... currentTxnFirstOffset last
 
@@ -73,6 +81,10 @@ class RemoteSegment:
     snapshot_url: str
     segment_id: str = ""
     size_bytes: int = 0
+    # the partition's DeleteRecords log start offset stored in the remote tier when the
+    # segments were listed (-1: none), and the object's URL, read again by each task
+    log_start_offset: int = -1
+    log_start_url: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,10 +144,16 @@ def discover_segments(
             names = [str(n) for n in fs.ls(open_url(base, fs_options)[1], detail=False)]
         except FileNotFoundError:
             continue
-        markers = [f"{base}/{n.rstrip('/').rsplit('/', 1)[-1]}" for n in names
-                   if n.endswith(MARKER_SUFFIX)]
+        leaves = [n.rstrip("/").rsplit("/", 1)[-1] for n in names]
+        logs = {leaf[:-len(".log")] for leaf in leaves if leaf.endswith(".log")}
+        # a marker without its .log (a fenced leader's late marker) is not visible
+        markers = [f"{base}/{leaf}" for leaf in leaves
+                   if leaf.endswith(MARKER_SUFFIX) and leaf[:-len(MARKER_SUFFIX)] in logs]
+        start_url = f"{base}/{START_OFFSET_OBJECT}"
+        blobs = _cat_many(fs_options, [*markers, start_url])
+        log_start = parse_log_start(blobs.pop(start_url), start_url)
         segments = []
-        for marker_url, data in _cat_many(fs_options, markers).items():
+        for marker_url, data in blobs.items():
             if data is None:
                 continue  # deleted since the listing
             meta = decode_value(data)
@@ -149,10 +167,36 @@ def discover_segments(
             segments.append(RemoteSegment(
                 topic, partition, meta.start_offset, meta.end_offset, f"{stem}.log",
                 f"{stem}.index", f"{stem}.txnindex", f"{stem}.snapshot",
-                uuid_to_b64(meta.segment_id.id), meta.segment_size_in_bytes))
+                uuid_to_b64(meta.segment_id.id), meta.segment_size_in_bytes, log_start,
+                start_url))
         if segments:
             out[(topic, partition)] = sorted(segments, key=lambda s: (s.base_offset, -s.end_offset))
     return out
+
+
+def parse_log_start(data: bytes | None, url: str) -> int:
+    """The stored DeleteRecords log start offset (-1 without the object). An unreadable
+    one fails the read rather than risk returning deleted records."""
+    if data is None:
+        return -1
+    try:
+        return int(data.decode("ascii").strip())
+    except ValueError as e:
+        raise SegmentCorrupt(f"{url}: not a log start offset: {data[:40]!r}") from e
+
+
+def read_log_start(url: str, fs_options: dict[str, Any]) -> int:
+    """The stored DeleteRecords log start offset at `url` now (-1: none)."""
+    if not url:
+        return -1
+    return parse_log_start(_cat_many(fs_options, [url])[url], url)
+
+
+def stored_log_starts(
+    segments: dict[TopicPartitionKey, list[RemoteSegment]],
+) -> dict[TopicPartitionKey, int]:
+    """Per partition, the DeleteRecords log start offset found in the remote tier."""
+    return {tp: max(s.log_start_offset for s in segs) for tp, segs in segments.items() if segs}
 
 
 def _cat_many(fs_options: dict[str, Any], urls: list[str]) -> dict[str, bytes | None]:
@@ -258,6 +302,7 @@ def remote_conf(opts: SourceOptions) -> dict[str, Any]:
         "remote_fs": dict(opts.remote_fs),
         "isolation_level": opts.isolation_level,
         "include_headers": opts.include_headers,
+        "fail_on_data_loss": opts.fail_on_data_loss,
     }
 
 

@@ -84,6 +84,16 @@ class PartitionTier:
     leader_epoch: int = -1  # the epoch this broker last loaded the view as leader in
     stored_start_offset: int = -1  # the DeleteRecords start offset known to be in the store
     start_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    log: PartitionLog | None = None  # the local replica's log (its leader-epoch cache)
+
+    def read_epoch(self, offset: int) -> int:
+        """The local leader-epoch cache's epoch for `offset`, -1 when the cache does not
+        reach down to it (then any copy holding the offset is read)."""
+        cache = self.log.leader_epoch_cache if self.log is not None else None
+        earliest = cache.earliest_entry() if cache is not None else None
+        if cache is None or earliest is None or offset < earliest[1]:
+            return -1
+        return cache.epoch_for_offset(offset)
 
     @property
     def start_offset(self) -> int:
@@ -97,12 +107,25 @@ class PartitionTier:
     def size_bytes(self) -> int:
         return sum(m.segment_size_in_bytes for m in self.segments)
 
-    def segment_for(self, offset: int) -> RemoteLogSegmentMetadata | None:
+    def segment_for(self, offset: int, epoch: int = -1) -> RemoteLogSegmentMetadata | None:
+        """The remote segment to read `offset` from. With `epoch` (the local leader-epoch
+        cache's epoch for `offset`, -1 when the cache does not cover it) only a segment
+        whose own epochs put `offset` in that epoch qualifies, as Kafka's reads ask the
+        metadata cache for (epoch, offset): a copy from another lineage (a fenced
+        leader's late copy, an unclean election) is never served."""
         found = None
         for m in self.segments:
-            if m.start_offset <= offset <= m.end_offset:
+            if m.start_offset <= offset <= m.end_offset and (
+                    epoch < 0 or _epoch_in_segment(m, offset) in (-1, epoch)):
                 found = m  # the latest copy holding it
         return found
+
+
+def _epoch_in_segment(m: RemoteLogSegmentMetadata, offset: int) -> int:
+    """The leader epoch `m`'s own epoch entries give `offset` (-1 when none starts at or
+    below it)."""
+    return max(((o, e) for e, o in m.segment_leader_epochs.items() if o <= offset),
+               default=(-1, -1))[1]
 
 
 def _checkpoint_text(entries: Iterable[tuple[int, int]]) -> bytes:
@@ -214,6 +237,7 @@ class RemoteLogManager:
 
     # -- one pass ------------------------------------------------------------------------
     async def _pass(self, part: HostedPartition, tier: PartitionTier) -> None:
+        tier.log = part.log
         try:
             leader = part.leader == self.node_id
             # reload as a follower every pass, and as leader once per leader epoch (a

@@ -130,7 +130,7 @@ class RemoteReader:
         """Batches from the remote tier at `offset`; None when no remote segment holds
         it. Raises TimeoutError past remote.fetch.max.wait.ms."""
         tier = self.rlm.tier_of(topic, partition)
-        meta = tier.segment_for(offset) if tier is not None else None
+        meta = tier.segment_for(offset, tier.read_epoch(offset)) if tier is not None else None
         if meta is None:
             return None
         loop = asyncio.get_running_loop()

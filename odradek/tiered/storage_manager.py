@@ -98,6 +98,10 @@ class RemoteStorageManager:
         self.fetch_limit = RateLimiter(fetch_bytes_per_second)
         self.bytes_copied = 0
         self.bytes_fetched = 0
+        # decoded markers by path, per partition dir: a marker never changes (its path
+        # names the segment id), so a listing GETs only the markers it has not seen
+        self._markers: dict[str, dict[str, RemoteLogSegmentMetadata]] = {}
+        self._markers_lock = threading.Lock()
 
     # -- paths ---------------------------------------------------------------------------
     def topic_dir(self, tip: TopicIdPartition) -> str:
@@ -183,19 +187,46 @@ class RemoteStorageManager:
         return self.scan(tip)[1]
 
     def scan(self, tip: TopicIdPartition) -> tuple[list[RemoteLogSegmentMetadata], list[str]]:
-        names = self._list(self.partition_dir(tip))
+        """(visible segments by start offset, orphan object paths): one listing, and a
+        GET of each marker not seen in an earlier scan."""
+        pdir = self.partition_dir(tip)
+        names = self._list(pdir)
+        with self._markers_lock:
+            known = dict(self._markers.get(pdir, {}))
+        seen: dict[str, RemoteLogSegmentMetadata] = {}
         segments, marked = [], set()
+        parts: dict[str, set[str]] = {}
+        for path in names:
+            stem, _, suffix = path.rsplit("/", 1)[-1].partition(".")
+            parts.setdefault(stem, set()).add(suffix)
         for path in names:
             if path.endswith("." + MARKER):
-                try:
-                    rec = decode_value(bytes(self.fs.cat_file(path)))
-                except ValueError as e:
-                    log.warning("%s: unreadable marker, treated as a copy cut short: %s",
-                                path, e)
+                missing = [s for s in SUFFIXES if s not in parts.get(_stem(path), ())]
+                if missing:
+                    # a marker whose parts are gone: a fenced leader's copy finishing
+                    # after its successor removed the parts it saw without a marker.
+                    # Never visible; a leader removes it with the orphans.
+                    log.warning("%s: marker without its %s object(s): not visible, "
+                                "removed as a copy cut short", path, ", ".join(missing))
                     continue
-                if isinstance(rec, RemoteLogSegmentMetadata):
-                    segments.append(rec)
-                    marked.add(_stem(path))
+                rec = known.get(path)
+                if rec is None:
+                    try:
+                        got = decode_value(bytes(self.fs.cat_file(path)))
+                    except FileNotFoundError:
+                        continue  # deleted since the listing
+                    except ValueError as e:
+                        log.warning("%s: unreadable marker, treated as a copy cut short: %s",
+                                    path, e)
+                        continue
+                    if not isinstance(got, RemoteLogSegmentMetadata):
+                        continue
+                    rec = got
+                seen[path] = rec
+                segments.append(rec)
+                marked.add(_stem(path))
+        with self._markers_lock:
+            self._markers[pdir] = seen
         orphans = [p for p in names
                    if (_stem(p) not in marked and not p.endswith("/" + START_OFFSET_OBJECT))
                    or p.endswith(".tmp")]
@@ -245,6 +276,8 @@ class RemoteStorageManager:
     def delete_partition(self, tip: TopicIdPartition) -> None:
         """Everything of a partition (topic deletion, remote storage disabled); the
         topic's directory goes too once no partition is left in it."""
+        with self._markers_lock:
+            self._markers.pop(self.partition_dir(tip), None)
         for path in self._list(self.partition_dir(tip)):
             if path.endswith("." + MARKER):
                 self._remove([path])

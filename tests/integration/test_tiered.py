@@ -111,6 +111,24 @@ def test_copy_local_deletion_and_reads_from_offset_zero(broker_factory, topic_na
             f"RemoteSegments: {len(logs)}") in described, described
     assert _metric(metrics_port, "odradek_remote_log_segments") == len(logs)
 
+    # DescribeLogDirs reports the local size only, as Kafka does (KIP-405, KIP-1005)
+    from odradek.protocol import api
+    from tests.integration.clients import Wire
+    from tests.integration.test_groups_helpers import kio_call
+
+    def local_bytes() -> int:
+        return sum(p.stat().st_size for p in (Path(proc.data_dir) / f"{topic_name}-0")
+                   .glob("*.log"))
+
+    before = local_bytes()  # nothing is produced any more: the local tier only shrinks
+    with Wire(proc.bootstrap) as w:
+        dirs = kio_call(w, api.ApiKey.DESCRIBE_LOG_DIRS, 4,
+                        {"topics": [{"topic": topic_name, "partitions": [0]}]})
+    sizes = [q.partition_size for d in dirs.results for t in d.topics
+             if t.name == topic_name for q in t.partitions]
+    # (with the remote tier's bytes it would be above `before`: logs is not empty)
+    assert len(sizes) == 1 and local_bytes() <= sizes[0] <= before, (sizes, before)
+
     # every remote .log is byte-identical to the local segment it came from
     d = Path(proc.data_dir) / f"{topic_name}-0"
     logs = remote_objects(root, topic_name, "log")

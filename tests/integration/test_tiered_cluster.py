@@ -4,20 +4,25 @@ then leads after kill -9 of the others and continues copying from its lineage's 
 remote offset; every acknowledged record reads back once, in order. kill -9 of the
 leader in the middle of a copy, under a live acks=all producer: the new leader goes
 on copying with no gap, the killed copy's objects are removed, every acknowledged
-record reads back from offset 0."""
+record reads back from offset 0. kill -9 of the leader while a consumer reads the
+remote tier (SeaweedFS S3) from offset 0: it goes on with the new leader and gets
+every record once, in order."""
 
 from __future__ import annotations
 
 import itertools
 import re
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.integration.clients import Out, ck_consume, ck_produce, wait_until
 from tests.integration.cluster_proc import ClusterProcesses
+from tests.integration.s3_server import s3_server  # noqa: F401 - the session fixture
 from tests.integration.tiered_helpers import TIERED_BROKER, list_offsets, tiered_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
@@ -228,3 +233,75 @@ def test_leader_killed_mid_copy_new_leader_copies_on(slow_copy_cluster, topic_na
     assert len(set(values)) == len(values), "a record read twice"
     assert set(producer.acked) <= set(values)
     assert values == sorted(values)  # the producer's order
+
+
+@pytest.fixture
+def s3_cluster(tmp_path_factory: pytest.TempPathFactory, s3_server: Any  # noqa: F811
+               ) -> Iterator[ClusterProcesses]:
+    # the remote tier on the session's SeaweedFS; remote reads at 20 kB/s per broker so
+    # that a consumer reading the backlog spends seconds in remote reads
+    bucket = s3_server.bucket()
+    c = ClusterProcesses(tmp_path_factory.mktemp("tiered-cluster-s3"), brokers=3, overrides={
+        **TIERED_BROKER, "rsm.config.url": f"s3://{bucket}/tier",
+        "rsm.config.fs.endpoint_url": s3_server.endpoint_url,
+        "rsm.config.fs.key": s3_server.key, "rsm.config.fs.secret": s3_server.secret,
+        "remote.log.manager.fetch.max.bytes.per.second": "20000",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3"}).start()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_leader_killed_during_a_remote_read_consumer_goes_on(s3_cluster, topic_name):
+    """kill -9 of the leader while a consumer reads the remote tier (S3) from offset 0:
+    the consumer continues on the new leader, which serves the rest of the remote part
+    itself, and gets every acknowledged record once, in order."""
+    from confluent_kafka import TopicPartition
+
+    from tests.integration.clients import ck_consumer
+
+    c = s3_cluster
+    c.create_topic(topic_name, 1, 3, config={**tiered_topic(), "min.insync.replicas": "2"})
+    outs = _outs(0, N)
+    _produce(c, topic_name, outs)  # acks=all: every one acknowledged
+    replicas = c.partitions(topic_name)[0].replicas
+
+    def local_start(node: int) -> int:
+        # the first local segment's base offset (ListOffsets -4 answers the leader only)
+        part = Path(c.brokers[node].data_dir) / f"{topic_name}-0"
+        return min((int(p.name.split(".")[0]) for p in part.glob("*.log")), default=-1)
+
+    # every replica copied (leader) or learnt (followers) the remote tier and deleted its
+    # local copies: whoever leads next serves the first half from the remote tier
+    wait_until(lambda: all(local_start(b) > N // 2 for b in replicas), timeout=60,
+               desc="every replica's local start past half the records")
+    leader = c.partitions(topic_name)[0].leader
+    starts = {b: local_start(b) for b in replicas}
+    consumer = ck_consumer(c.bootstrap, **{"fetch.max.bytes": 4096, "message.max.bytes": 4096,
+                                           "max.partition.fetch.bytes": 4096,
+                                           "reconnect.backoff.max.ms": 500,
+                                           "topic.metadata.refresh.interval.ms": 1000})
+    got: list[tuple[int, bytes, bytes]] = []
+    killed_at = -1
+    try:
+        consumer.assign([TopicPartition(topic_name, 0, 0)])
+        deadline = time.monotonic() + 90
+        while len(got) < N:
+            assert time.monotonic() < deadline, f"consumed {len(got)} of {N}"
+            m = consumer.poll(0.5)
+            if m is None or m.error():
+                continue
+            got.append((m.offset(), m.key(), m.value()))
+            if killed_at < 0 and len(got) >= 20:
+                # mid-way through the remote part: kill -9 the leader serving it
+                killed_at = m.offset()
+                assert killed_at + 1 < min(starts.values()), (killed_at, starts)
+                c.brokers[leader].kill9()
+    finally:
+        consumer.close()
+    view = c.partitions(topic_name)[0]
+    assert view.leader not in (-1, leader)
+    # the new leader held locally only from its local start on: it served the rest of
+    # the remote part (killed_at + 1 .. local start - 1) from the remote tier
+    assert got == [(i, o.key, o.value) for i, o in enumerate(outs)]

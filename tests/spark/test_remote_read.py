@@ -247,3 +247,85 @@ def test_real_tiered_broker_auto_reads_remote_directly(spark: Any,
         for p in range(PARTITIONS):
             offsets = [r.offset for r in rows if r.partition == p]
             assert offsets[0] == 0 and offsets == sorted(set(offsets))
+
+
+def _delete_records(bootstrap: str, topic: str, offset: int) -> None:
+    from confluent_kafka import TopicPartition
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, 0, offset)],
+                                  request_timeout=30).values():
+        assert f.result(30).low_watermark == offset
+
+
+def _read_in_process(reader: Any, parts: list[Any]) -> list[tuple[int, bytes]]:
+    out = []
+    for part in parts:
+        for batch in reader.read(part):
+            out += list(zip(batch.column("offset").to_pylist(),
+                            batch.column("value").to_pylist(), strict=True))
+    return sorted(out)
+
+
+def test_delete_records_into_the_remote_tier_is_honoured(spark: Any,
+                                                         real_tier: dict[str, Any]) -> None:
+    """DeleteRecords below the local start (stored in the remote tier's
+    `log-start-offset` object): the direct reader returns no row below it and
+    applies failOnDataLoss as the broker path does, whether the DeleteRecords came
+    before planning or between planning and the tasks."""
+    from odradek.spark.broker_read import DataLossError
+    from odradek.spark.options import parse_source_options
+    from odradek.spark.reader import OdradekBatchReader
+    from odradek.spark.remote_plan import RemoteSegmentPartition
+    from odradek.spark.source import source_schema
+    from tests.integration.tiered_helpers import list_offsets, tiered_topic
+
+    bootstrap = real_tier["bootstrap"]
+    port = int(bootstrap.rsplit(":", 1)[1])
+    topic = f"deleted-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, 1, 1, config=tiered_topic())])[topic].result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0, "batch.num.messages": 5})
+    for i in range(600):
+        p.produce(topic, b"v%04d-" % i * 8, partition=0)
+    assert p.flush(30) == 0
+    deadline = time.monotonic() + 60
+    while list_offsets(port, topic, -4, 8)[1] <= 250:
+        assert time.monotonic() < deadline, \
+            f"segments not tiered: {list_offsets(port, topic, -4, 8)}"
+        time.sleep(0.5)
+    t = {**real_tier, "topic": topic}
+    from_zero = {"startingOffsets": f'{{"{topic}":{{"0":0}}}}', "includeHeaders": "false"}
+
+    # 1. DeleteRecords before planning: rows from 100 on, both ways; failOnDataLoss
+    # (the default) fails both ways
+    _delete_records(bootstrap, topic, 100)
+    lenient = {**from_zero, "failOnDataLoss": "false"}
+    direct = _rows(spark, _options(t, "direct", "read_uncommitted", **lenient))
+    assert [r.offset for r in direct] == list(range(100, 600))
+    assert direct == _rows(spark, _options(t, "off", "read_uncommitted", **lenient))
+    for mode in ("direct", "off"):
+        with pytest.raises(Exception, match="log start offset 100"):
+            _rows(spark, _options(t, mode, "read_uncommitted", **from_zero))
+
+    # 2. DeleteRecords between planning and the tasks: each remote task reads the stored
+    # log start again; the same answer as the broker path's tasks
+    def planned(mode: str, fail: str) -> tuple[Any, list[Any]]:
+        opts = parse_source_options(_options(t, mode, "read_uncommitted",
+                                             startingOffsets="earliest", failOnDataLoss=fail,
+                                             includeHeaders="false"), streaming=False)
+        reader = OdradekBatchReader(opts, source_schema(False))
+        return reader, list(reader.partitions())
+
+    plans = {(mode, fail): planned(mode, fail)
+             for mode in ("direct", "off") for fail in ("true", "false")}
+    assert any(isinstance(x, RemoteSegmentPartition) for x in plans[("direct", "true")][1])
+    assert not any(isinstance(x, RemoteSegmentPartition) for x in plans[("off", "true")][1])
+    _delete_records(bootstrap, topic, 150)
+    assert list_offsets(port, topic, -4, 8)[1] > 150  # the deleted offsets were remote only
+    for mode in ("direct", "off"):
+        with pytest.raises(DataLossError, match="log start offset 150"):
+            _read_in_process(*(plans[(mode, "true")]))
+    direct_rows = _read_in_process(*(plans[("direct", "false")]))
+    assert [o for o, _ in direct_rows] == list(range(150, 600))
+    assert direct_rows == _read_in_process(*(plans[("off", "false")]))

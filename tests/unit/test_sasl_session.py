@@ -141,3 +141,138 @@ def test_alter_user_scram_credentials_validates_per_user() -> None:
     assert codes == {"ghost": 91, "ann": 0, "": 93, "few": 93, "many": 93, "mech": 33,
                      "dup": 92}
     assert [(r["name"], r["mechanism"]) for r in records] == [("ann", 1), ("ann", 2)]
+
+
+def test_oauthbearer_unsecured_jws() -> None:
+    import json
+
+    from odradek.security.oauthbearer import (
+        OAuthBearerError,
+        ValidatorOptions,
+        client_response,
+        parse_client_response,
+        unsecured_token,
+        validate_unsecured,
+    )
+    from odradek.security.sasl import SaslServerConfig, SaslSession
+
+    now = 1_800_000_000_000
+    token = unsecured_token("alice", now, 60, ("a", "b"))
+    r = parse_client_response(client_response(token, "alice"))
+    assert (r.authzid, r.token) == ("alice", token)
+    opts = ValidatorOptions(required_scope=("b",))
+    assert validate_unsecured(token, opts, now).principal == "alice"
+    assert validate_unsecured(token, opts, now).expires_at_ms == now + 60_000
+    for bad_now, opts2 in ((now + 60_000, opts), (now, ValidatorOptions(required_scope=("c",)))):
+        try:
+            validate_unsecured(token, opts2, bad_now)
+        except OAuthBearerError:
+            pass
+        else:
+            raise AssertionError("accepted")
+    assert validate_unsecured(token, ValidatorOptions(clock_skew_ms=1), now + 59_999)
+    for msg in (b"", b"n,,\x01\x01", b"y,,\x01auth=Bearer x\x01\x01", b"n,,\x01auth=Basic x\x01\x01",
+                b"n,,\x01auth=Bearer x\x01"):
+        try:
+            parse_client_response(msg)
+        except OAuthBearerError:
+            pass
+        else:
+            raise AssertionError(msg)
+    # the session: lifetime is the token's when shorter than connections.max.reauth.ms
+    seen = []
+    s = SaslSession(SaslServerConfig("L", ("OAUTHBEARER",), reauth_ms=600_000), "peer",
+                    seen.append)
+    assert s.handshake("OAUTHBEARER", 1).error_code == 0
+    result = s.authenticate(client_response(token), 2, now)
+    assert result.error_code == 0 and result.session_lifetime_ms == 60_000
+    assert str(seen[0]) == "User:alice" and s.expired(now + 60_000)
+    # a refused token: the error challenge, then the lone kvsep fails
+    s = SaslSession(SaslServerConfig("L", ("OAUTHBEARER",)), "peer", seen.append)
+    s.handshake("OAUTHBEARER", 1)
+    first = s.authenticate(client_response(token), 2, now + 61_000)
+    assert first.error_code == 0 and json.loads(first.auth_bytes)["status"] == "invalid_token"
+    second = s.authenticate(b"\x01", 2, now + 61_000)
+    assert second.error_code == 58 and "expired" in (second.error_message or "")
+    assert s.close_after_response
+
+
+def test_oauthbearer_hostile_messages_only_refuse() -> None:
+    """Mutated client messages (bit flips, truncation, insertion, huge and empty
+    parts) are refused with the error challenge or accepted, never anything else."""
+    import random
+
+    from odradek.security.oauthbearer import client_response, unsecured_token
+    from odradek.security.sasl import SaslServerConfig, SaslSession
+
+    rng = random.Random(20261126)
+    now = 1_800_000_000_000
+    good = client_response(unsecured_token("alice", now, 60, ("kafka",)))
+    for i in range(3000):
+        msg = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            kind = rng.randrange(5)
+            pos = rng.randrange(len(msg) + 1)
+            if kind == 0 and msg:
+                msg[pos % len(msg)] ^= 1 << rng.randrange(8)
+            elif kind == 1:
+                del msg[pos:]
+            elif kind == 2:
+                msg[pos:pos] = rng.randbytes(rng.randint(1, 40))
+            elif kind == 3:
+                msg[pos:pos] = b"\x01" * rng.randint(1, 5)
+            else:
+                msg[pos:pos] = b"=" * rng.randint(1, 70000) if i % 500 == 0 else b"."
+        s = SaslSession(SaslServerConfig("L", ("OAUTHBEARER",)), "peer", lambda p: None)
+        s.handshake("OAUTHBEARER", 1)
+        r = s.authenticate(bytes(msg), 2, now)
+        assert r.error_code == 0, r
+        if r.auth_bytes:  # refused: the challenge, then the failure
+            assert s.authenticate(b"\x01", 2, now).error_code == 58
+            assert s.close_after_response
+        else:
+            assert s.authenticated
+
+
+def test_oauthbearer_node_login_and_listener_config(tmp_path) -> None:
+    """A node's own OAUTHBEARER login (sasl.mechanism.inter.broker.protocol) from the
+    OAuthBearerLoginModule's unsecuredLoginStringClaim_sub, against a listener whose
+    validator options come from its oauthbearer.sasl.jaas.config; another server
+    callback handler stops start-up naming the key."""
+    import time
+
+    import pytest
+
+    from odradek.config import BrokerConfig
+    from odradek.security.sasl import SaslSession
+    from odradek.security.sasl_config import ConfigError, inter_broker_client, server_configs
+
+    jaas = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+            'unsecuredLoginStringClaim_sub="broker" unsecuredLoginLifetimeSeconds="120" '
+            'unsecuredValidatorAllowableClockSkewMs="2000";')
+    props = {"log.dirs": str(tmp_path), "listeners": "SASL_PLAINTEXT://127.0.0.1:9093",
+             "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                                               "CONTROLLER:PLAINTEXT",
+             "inter.broker.listener.name": "SASL_PLAINTEXT",
+             "sasl.enabled.mechanisms": "OAUTHBEARER",
+             "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+             "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config": jaas}
+    config = BrokerConfig.from_properties(props)
+    client = inter_broker_client(config)
+    assert client is not None and (client.mechanism, client.username) == ("OAUTHBEARER",
+                                                                         "broker")
+    server = server_configs(config, lambda user, mechanism: None)["SASL_PLAINTEXT"]
+    assert server.oauth.clock_skew_ms == 2000
+    seen = []
+    session = SaslSession(server, "peer", seen.append)
+    assert session.handshake("OAUTHBEARER", 1).error_code == 0
+    exchange = client.exchange()
+    result = session.authenticate(next(exchange), 2, int(time.time() * 1000))
+    assert result.error_code == 0 and result.auth_bytes == b""
+    with pytest.raises(StopIteration):
+        exchange.send(result.auth_bytes)
+    assert [str(p) for p in seen] == ["User:broker"]
+    props["listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class"] = \
+        "com.example.MyValidator"
+    with pytest.raises(ConfigError, match="oauthbearer.sasl.server.callback.handler.class"):
+        server_configs(BrokerConfig.from_properties(props), lambda user, mechanism: None)

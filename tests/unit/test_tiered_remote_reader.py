@@ -16,3 +16,73 @@ def test_index_position_is_the_last_entry_at_or_below() -> None:
     assert index_position(index, 39) == 9000
     assert index_position(index, 1000) == 15000
     assert index_position(b"", 5) == 0
+
+
+def test_a_remote_read_is_bounded_by_remote_fetch_max_wait_ms(tmp_path) -> None:
+    """A read slower than remote.fetch.max.wait.ms (here throttled to 1 kB/s by
+    remote.log.manager.fetch.max.bytes.per.second) raises TimeoutError at the bound,
+    counted as a read error; the fetch answers no records and the client asks again."""
+    import asyncio
+    import time
+    import uuid
+
+    from odradek.tiered.metadata_records import (
+        RemoteLogSegmentId,
+        RemoteLogSegmentMetadata,
+        RemoteLogSegmentState,
+        TopicIdPartition,
+    )
+    from odradek.tiered.remote_log_manager import PartitionTier, RemoteLogManager
+    from odradek.tiered.remote_reader import RemoteReader
+    from odradek.tiered.settings import RemoteTierSettings
+    from odradek.tiered.storage_manager import LocalSegmentFiles
+
+    tip = TopicIdPartition(uuid.uuid4(), "t", 0)
+    (tmp_path / "a.log").write_bytes(b"L" * 1500)
+    (tmp_path / "a.index").write_bytes(_index([(0, 0)]))
+    (tmp_path / "a.timeindex").write_bytes(b"")
+    settings = RemoteTierSettings(enabled=True, url=(tmp_path / "remote").as_uri(),
+                                  fetch_max_wait_ms=300, fetch_max_bytes_per_second=1000)
+    rlm = RemoteLogManager(settings, 1, list, lambda _: True)
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(tip, uuid.uuid4()), 0, 99, 1, 5, 6,
+                                    {0: 0}, 1500, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rlm.rsm.copy_segment(meta, LocalSegmentFiles(
+        str(tmp_path / "a.log"), str(tmp_path / "a.index"), str(tmp_path / "a.timeindex"),
+        str(tmp_path / "none.txnindex"), None, b"0\n1\n0 0\n"))
+    rlm.tiers[("t", 0)] = PartitionTier(tip, [meta], loaded=True)
+    reader = RemoteReader(rlm)
+
+    async def go() -> float:
+        started = time.monotonic()
+        try:
+            await reader.read("t", 0, 10, 1500)
+        except TimeoutError:
+            return time.monotonic() - started
+        finally:
+            await rlm.stop()
+        raise AssertionError("the read was not bounded")
+
+    took = asyncio.run(go())
+    assert 0.25 <= took < 2.0, took
+    assert reader.errors == 1 and reader.pending == 0
+    assert asyncio.run(RemoteReader(rlm).read("t", 0, 100, 10)) is None  # no segment holds it
+
+
+def test_the_remote_index_cache_is_bounded_lru() -> None:
+    """remote.log.index.file.cache.total.size.bytes: the least recently used indexes go
+    first once the bytes held pass the bound; a hit loads nothing."""
+    from odradek.tiered.remote_reader import _IndexCache
+
+    cache = _IndexCache(100)
+    loads: list[str] = []
+
+    def get(key: str) -> bytes:
+        return cache.get((key, "index"), lambda: loads.append(key) or b"x" * 40)
+
+    get("a"), get("b"), get("a")  # a is the most recently used
+    assert loads == ["a", "b"]
+    get("c")  # 120 bytes: b goes
+    get("a")
+    assert loads == ["a", "b", "c"]
+    get("b")
+    assert loads == ["a", "b", "c", "b"]

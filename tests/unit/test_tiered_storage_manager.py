@@ -85,3 +85,85 @@ def test_the_delete_records_start_offset_is_stored_and_no_orphan(tmp_path: Path)
     assert rsm.scan(TIP) == ([], [])
     rsm.delete_partition(TIP)
     assert rsm.read_start_offset(TIP) == -1
+
+
+def test_reads_pick_the_copy_of_the_local_lineage() -> None:
+    """Two remote copies of offsets 100..199: the lineage's (epoch 1 from 150) and a
+    fenced leader's late copy (epoch 0 throughout). A read follows the local
+    leader-epoch cache, as Kafka's (epoch, offset) lookup; offsets the cache does not
+    cover take the latest copy."""
+    from types import SimpleNamespace
+
+    from odradek.storage.leader_epoch import LeaderEpochCache
+    from odradek.tiered.remote_log_manager import PartitionTier
+
+    def seg(epochs: dict[int, int]) -> RemoteLogSegmentMetadata:
+        return RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1,
+                                        5, 6, epochs, 3000,
+                                        RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+
+    ours, fenced = seg({0: 100, 1: 150}), seg({0: 100})
+    tier = PartitionTier(TIP, [ours, fenced], loaded=True)
+    assert tier.segment_for(160) is fenced  # no epoch given: the latest copy
+    tier.log = SimpleNamespace(leader_epoch_cache=LeaderEpochCache([(0, 0), (1, 150)]))
+    assert tier.read_epoch(160) == 1 and tier.read_epoch(120) == 0
+    assert tier.segment_for(160, tier.read_epoch(160)) is ours
+    assert tier.segment_for(120, tier.read_epoch(120)) is fenced  # both agree below 150
+    tier.log = SimpleNamespace(leader_epoch_cache=LeaderEpochCache([(1, 170)]))
+    assert tier.read_epoch(160) == -1  # below the cache: any copy
+    assert tier.segment_for(160, -1) is fenced
+
+
+def test_scan_reads_each_marker_once(tmp_path: Path) -> None:
+    rsm = RemoteStorageManager((tmp_path / "remote").as_uri())
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1, 5, 6,
+                                    {0: 100}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rsm.copy_segment(meta, _files(tmp_path))
+    gets: list[str] = []
+    cat_file = rsm.fs.cat_file
+    rsm.fs.cat_file = lambda path, *a, **k: gets.append(path) or cat_file(path, *a, **k)
+    assert [m.start_offset for m in rsm.scan(TIP)[0]] == [100]
+    assert [m.start_offset for m in rsm.scan(TIP)[0]] == [100]
+    assert len(gets) == 1
+    rsm.delete_segment(meta)
+    assert rsm.scan(TIP) == ([], [])
+
+
+def test_a_marker_without_its_parts_is_never_visible(tmp_path: Path) -> None:
+    """A fenced leader's copy can write its marker after the new leader removed the
+    parts it saw without one: such a segment is not visible, and it is an orphan."""
+    rsm = RemoteStorageManager((tmp_path / "remote").as_uri())
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1, 5, 6,
+                                    {0: 100}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rsm.copy_segment(meta, _files(tmp_path))
+    assert [m.start_offset for m in rsm.scan(TIP)[0]] == [100]
+    log_object = rsm.object_path(meta, "log")
+    rsm.fs.rm(log_object)
+    segments, orphans = rsm.scan(TIP)
+    assert segments == []
+    assert rsm.object_path(meta, "metadata") in orphans and len(orphans) == 6
+
+
+def test_spark_discovery_reads_the_broker_layout(tmp_path: Path) -> None:
+    """Spark's planner (spark/remote_plan.py) finds what the broker's storage manager
+    wrote: the segment, the stored DeleteRecords log start, and not a marker whose
+    .log is gone."""
+    import pytest
+
+    pytest.importorskip("pyspark")
+    from odradek.spark.remote_plan import discover_segments
+
+    url = (tmp_path / "remote").as_uri()
+    rsm = RemoteStorageManager(url)
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1, 5, 6,
+                                    {0: 100}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rsm.copy_segment(meta, _files(tmp_path))
+    ids = {TIP.name: uuid_to_b64(TIP.topic_id)}
+    found = discover_segments(url, {}, [(TIP.name, TIP.partition)], ids)
+    [seg] = found[(TIP.name, TIP.partition)]
+    assert (seg.base_offset, seg.end_offset, seg.log_start_offset) == (100, 199, -1)
+    rsm.write_start_offset(TIP, 150)
+    [seg] = discover_segments(url, {}, [(TIP.name, TIP.partition)], ids)[(TIP.name, 2)]
+    assert seg.log_start_offset == 150
+    rsm.fs.rm(rsm.object_path(meta, "log"))
+    assert discover_segments(url, {}, [(TIP.name, TIP.partition)], ids) == {}
