@@ -29,6 +29,7 @@ producer stamps records when they are sent).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +50,8 @@ from odradek.protocol.records import (
     write_varint,
 )
 
+_c_encode: Callable[..., bytes] | None
+_c_murmur2: Callable[..., bytes] | None
 try:  # the C loop (spark/_batch_encode.c), built when a compiler was there at install
     from odradek.spark._batch_encode import encode as _c_encode
     from odradek.spark._batch_encode import murmur2_partitions as _c_murmur2
@@ -123,7 +126,6 @@ class BinaryColumn:
 
     def lengths(self) -> Any:
         """int64 Arrow array: the bytes per row."""
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         o = _int64_array(self.offsets)
