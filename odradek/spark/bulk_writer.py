@@ -2,13 +2,14 @@
 record batches (batch_encode.py), produced by odradek's own idempotent or
 transactional producer (bulk_producer.py), with no Python object per row.
 
-Per Arrow batch: the rows of each topic (the `topic` option, else the `topic`
+Arrow batches are gathered up to SEND_BYTES, then, per gathered batch: the rows of each topic (the `topic` option, else the `topic`
 column; a null topic fails the task, as in Spark), a partition per row (the
 `partition` column where it is set, else the Java client's default
 partitioner: murmur2 of the key; rows with a null key go to one partition per
 Arrow batch, round robin across batches, as the sticky partitioner spreads
-them), record batches of at most BATCH_MAX_BYTES per partition, then one
-`BulkProducer.send` that returns when every batch is acknowledged.
+them; "one Arrow batch" is one gathered batch), record batches of at most
+BATCH_MAX_BYTES per partition, then one `BulkProducer.send` that returns when
+every batch is acknowledged.
 
 Partitioning differs from the client path (librdkafka's consistent_random:
 CRC32 of the key) and matches Spark's Kafka sink (the Java client).
@@ -52,14 +53,38 @@ class _Sticky:
         return self.next % partitions
 
 
-def produce_arrow(producer: BulkProducer, batches: Iterator[Any], opts: SinkOptions) -> int:
+# Arrow batches are gathered up to this many bytes before they are encoded and
+# sent: Spark may hand a task small batches (a streaming read's), and one Produce
+# round trip per small batch would bound the task by latency.
+SEND_BYTES = 4 * 1024 * 1024
+
+
+def produce_arrow(producer: BulkProducer, batches: Iterator[Any], opts: SinkOptions,
+                  send_bytes: int = SEND_BYTES) -> int:
     """Produce every row of every Arrow batch; returns the rows written."""
     rows = 0
     sticky = _Sticky()
+    gathered: list[Any] = []
+    size = 0
     for batch in batches:
-        if batch.num_rows:
-            rows += producer.send(encode_batch(producer, batch, opts, sticky))
+        if not batch.num_rows:
+            continue
+        gathered.append(batch)
+        size += batch.nbytes
+        if size >= send_bytes:
+            rows += producer.send(encode_batch(producer, _concat(gathered), opts, sticky))
+            gathered, size = [], 0
+    if gathered:
+        rows += producer.send(encode_batch(producer, _concat(gathered), opts, sticky))
     return rows
+
+
+def _concat(batches: list[Any]) -> Any:
+    import pyarrow as pa
+
+    if len(batches) == 1:
+        return batches[0]
+    return pa.Table.from_batches(batches).combine_chunks().to_batches()[0]
 
 
 def encode_batch(producer: BulkProducer, batch: Any, opts: SinkOptions,
