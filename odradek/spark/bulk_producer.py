@@ -34,6 +34,7 @@ read tasks have them), one request at a time per broker.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -55,6 +56,9 @@ OFFSET_FETCH_VERSION = 7
 
 REQUEST_TIMEOUT_S = 30.0
 DELIVERY_TIMEOUT_S = 120.0
+METADATA_WAIT_S = 60.0  # as the Java producer's max.block.ms
+# A response may take the request's own timeout to come: the socket waits this longer.
+RESPONSE_SLACK_S = 5.0
 RETRY_BACKOFF_S = 0.05
 MAX_RETRY_BACKOFF_S = 1.0
 SEQUENCE_MAX = 0x7FFFFFFF
@@ -125,6 +129,9 @@ class BulkProducer:
         self.in_transaction = False
         self.txn_partitions: set[TopicPartition] = set()
         self.requests = 0  # Produce requests sent (for the tests and the bench)
+        # Held by send() and by num_partitions()'s metadata look-up: the bulk writer
+        # encodes in one thread while another sends (bulk_writer._Sender).
+        self.lock = threading.Lock()
 
     # -- connections and metadata ---------------------------------------------
 
@@ -143,7 +150,7 @@ class BulkProducer:
     def _call(self, node: int, key: int, version: int, data: dict[str, Any]) -> Any:
         conn = self._conn(node)
         try:
-            return conn.call(key, version, data, self.timeout_s)
+            return conn.call(key, version, data, self.timeout_s + RESPONSE_SLACK_S)
         except OSError as e:
             conn.close()
             self.conns.pop(node, None)
@@ -194,7 +201,14 @@ class BulkProducer:
                     self.leaders.pop(key, None)
 
     def num_partitions(self, topic: str) -> int:
-        deadline = time.monotonic() + self.delivery_timeout_s
+        count = self.partition_counts.get(topic)
+        if count is not None:
+            return count
+        with self.lock:
+            return self._num_partitions(topic)
+
+    def _num_partitions(self, topic: str) -> int:
+        deadline = time.monotonic() + METADATA_WAIT_S
         backoff = RETRY_BACKOFF_S
         while topic not in self.partition_counts:
             try:
@@ -204,7 +218,8 @@ class BulkProducer:
             if topic in self.partition_counts:
                 break
             if time.monotonic() + backoff > deadline:
-                raise ProducerError(f"topic {topic}: no metadata (unknown topic?)")
+                raise ProducerError(f"topic {topic}: no metadata after {METADATA_WAIT_S:.0f} s "
+                                    "(unknown topic?)")
             time.sleep(backoff)
             backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
         return self.partition_counts[topic]
@@ -379,6 +394,10 @@ class BulkProducer:
         """Write (topic, partition, records blob, record count, timestamp ms)
         batches; each partition's batches in the order given. Returns when every
         batch is acknowledged; raises ProducerError otherwise. Returns the records."""
+        with self.lock:
+            return self._send(batches)
+
+    def _send(self, batches: list[tuple[str, int, bytes, int, int]]) -> int:
         queues: dict[TopicPartition, deque[bytes]] = {}
         records = 0
         for topic, partition, blob, count, ts in batches:

@@ -61,22 +61,76 @@ SEND_BYTES = 4 * 1024 * 1024
 
 def produce_arrow(producer: BulkProducer, batches: Iterator[Any], opts: SinkOptions,
                   send_bytes: int = SEND_BYTES) -> int:
-    """Produce every row of every Arrow batch; returns the rows written."""
-    rows = 0
+    """Produce every row of every Arrow batch; returns the rows written once
+    every one is acknowledged. Encoding (this thread) overlaps sending (a
+    sender thread, at most SENDS_QUEUED gathered batches ahead): the task keeps
+    taking its input from Spark while the broker appends the previous batch."""
     sticky = _Sticky()
     gathered: list[Any] = []
     size = 0
-    for batch in batches:
-        if not batch.num_rows:
-            continue
-        gathered.append(batch)
-        size += batch.nbytes
-        if size >= send_bytes:
-            rows += producer.send(encode_batch(producer, _concat(gathered), opts, sticky))
-            gathered, size = [], 0
-    if gathered:
-        rows += producer.send(encode_batch(producer, _concat(gathered), opts, sticky))
-    return rows
+    sender = _Sender(producer)
+    try:
+        for batch in batches:
+            if not batch.num_rows:
+                continue
+            gathered.append(batch)
+            size += batch.nbytes
+            if size >= send_bytes:
+                sender.submit(encode_batch(producer, _concat(gathered), opts, sticky))
+                gathered, size = [], 0
+        if gathered:
+            sender.submit(encode_batch(producer, _concat(gathered), opts, sticky))
+    except BaseException:
+        sender.stop(abandon=True)
+        raise
+    return sender.stop()
+
+
+SENDS_QUEUED = 2
+
+
+class _Sender:
+    """One thread calling producer.send in order; its first error is raised in
+    the task's thread at the next submit or at stop."""
+
+    def __init__(self, producer: BulkProducer) -> None:
+        import queue
+        import threading
+
+        self.producer = producer
+        self.queue: queue.Queue[list[tuple[str, int, bytes, int, int]] | None] = queue.Queue(
+            SENDS_QUEUED)
+        self.error: BaseException | None = None
+        self.abandon = False
+        self.rows = 0
+        self.thread = threading.Thread(target=self._run, name="odradek-bulk-sender",
+                                       daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self.queue.get()
+            if item is None:
+                return
+            if self.error is not None or self.abandon:
+                continue  # drain: nothing more is sent after an error
+            try:
+                self.rows += self.producer.send(item)
+            except BaseException as e:  # noqa: BLE001 - raised again in the task's thread
+                self.error = e
+
+    def submit(self, batches: list[tuple[str, int, bytes, int, int]]) -> None:
+        if self.error is not None:
+            raise self.error
+        self.queue.put(batches)
+
+    def stop(self, abandon: bool = False) -> int:
+        self.abandon = abandon
+        self.queue.put(None)
+        self.thread.join()
+        if self.error is not None and not abandon:
+            raise self.error
+        return self.rows
 
 
 def _concat(batches: list[Any]) -> Any:

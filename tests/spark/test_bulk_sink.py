@@ -168,8 +168,11 @@ def test_open_transaction_is_aborted_and_its_producer_fenced(spark_broker: Any,
     new.send_offsets(tid, topic_name, 0, 7)
     new.commit_transaction()
     assert new.committed_offset(tid, topic_name, 0) == 7
+    late = pa.record_batch({"value": pa.array([b"late"], pa.binary())})
+    opts = parse_sink_options({"kafka.bootstrap.servers": bs, "topic": topic_name})
+    with pytest.raises(ProducerFenced):  # raised in the sender thread, seen by the task
+        produce_arrow(old, iter([late]), opts)
     with pytest.raises(ProducerFenced):
-        old.send([(topic_name, 0, _blob(["late"]), 1, int(time.time() * 1000))])
         old.commit_transaction()
     old.close()
     new.close()
