@@ -42,7 +42,7 @@ from typing import Any
 from odradek.protocol import api
 from odradek.security.client_properties import client_security
 from odradek.spark.batch_encode import record_batch
-from odradek.spark.fetch_client import Connection, _address, _error
+from odradek.spark.fetch_client import RETRIABLE, Connection, _address, _error
 
 METADATA_VERSION = 9
 PRODUCE_VERSION = 9
@@ -71,17 +71,12 @@ COORDINATOR_RETRIABLE = frozenset({
     51,  # CONCURRENT_TRANSACTIONS
     88,  # UNSTABLE_OFFSET_COMMIT
 })
-PRODUCE_RETRIABLE = frozenset({
-    3,   # UNKNOWN_TOPIC_OR_PARTITION
-    5,   # LEADER_NOT_AVAILABLE
-    6,   # NOT_LEADER_OR_FOLLOWER
+# The Fetch client's retriable errors (leadership, storage), and the ones of a write.
+PRODUCE_RETRIABLE = RETRIABLE | {
     7,   # REQUEST_TIMED_OUT
     19,  # NOT_ENOUGH_REPLICAS
     20,  # NOT_ENOUGH_REPLICAS_AFTER_APPEND
-    56,  # KAFKA_STORAGE_ERROR
-    74,  # FENCED_LEADER_EPOCH
-    75,  # UNKNOWN_LEADER_EPOCH
-})
+}
 FENCED = frozenset({47, 90})  # INVALID_PRODUCER_EPOCH, PRODUCER_FENCED
 
 

@@ -347,23 +347,10 @@ def transactional_id(query_id: str, partition_id: int) -> str:
 def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommitMessage:
     """One task's rows of one micro-batch in one transaction, with its marker."""
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from pyspark import TaskContext
 
-    ctx = TaskContext.get()
-    assert ctx is not None, "exactly-once write outside a Spark task"
-    query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY)
-    batch_raw = ctx.getLocalProperty(BATCH_ID_PROPERTY)
-    if not query_id or batch_raw is None:
-        raise RuntimeError(
-            f"format(\"odradek\") exactly-once sink: task has no {QUERY_ID_PROPERTY} / "
-            f"{BATCH_ID_PROPERTY} (not a micro-batch streaming query?)"
-        )
-    batch_id = int(batch_raw)
-    pid = ctx.partitionId()
+    query_id, batch_id, pid, attempt = _task_batch()
     tid = transactional_id(query_id, pid)
     group = tid
-
-    attempt = ctx.attemptNumber()
     crash_hook("task-start", batch_id, pid, attempt)
 
     producer = Producer(producer_conf(opts, **{"transactional.id": tid}))
