@@ -29,6 +29,7 @@ producer stamps records when they are sent).
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -108,11 +109,20 @@ def _int64_array(view: Any) -> Any:
     return pa.Array.from_buffers(pa.int64(), len(view), [None, pa.py_buffer(view)])
 
 
-def row_range(n: int) -> Any:
-    """The int64 buffer 0, 1, ..., n - 1 (every row, in order)."""
-    import pyarrow as pa
+_ROW_RANGE = array("q")
 
-    return _i64(pa.array(range(n), pa.int64()))
+
+def row_range(n: int) -> Any:
+    """The int64 buffer 0, 1, ..., n - 1 (every row, in order): a slice of one
+    array kept and doubled as needed, so no Python int per row per batch."""
+    global _ROW_RANGE
+    if len(_ROW_RANGE) < n:
+        grown = array("q", _ROW_RANGE)
+        while len(grown) < n:
+            grown.extend(array("q", [len(grown)]) if not grown else
+                         array("q", [v + len(grown) for v in grown]))
+        _ROW_RANGE = grown
+    return memoryview(_ROW_RANGE)[:n]
 
 
 @dataclass(frozen=True)
@@ -154,7 +164,10 @@ class SinkColumns:
     def of(cls, batch: Any) -> SinkColumns:
         """The key, value and headers columns of an Arrow batch (names case-insensitive)."""
         names = {n.lower(): n for n in batch.schema.names}
-        key = binary_column(batch.column(names["key"])) if "key" in names else None
+        key_arr = batch.column(names["key"]) if "key" in names else None
+        # a key column of nulls only writes what no key column writes
+        key = (binary_column(key_arr) if key_arr is not None
+               and key_arr.null_count < len(key_arr) else None)
         headers = header_columns(batch.column(names["headers"])) if "headers" in names else None
         return cls(batch.num_rows, binary_column(batch.column(names["value"])), key, headers)
 
