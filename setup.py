@@ -1,6 +1,8 @@
 """Build odradek's optional C accelerators: the produce path's record walk
 (protocol/_record_walk.c) and the Spark reader's walk of records into Arrow
-buffers (spark/_arrow_walk.c; without it spark/arrow_records.py walks in Python).
+buffers (spark/_arrow_walk.c; without it spark/arrow_records.py walks in Python)
+and the Spark sink's encoding of Arrow columns into records (spark/_batch_encode.c;
+without it spark/batch_encode.py encodes in Python).
 
 Everything else is in pyproject.toml. The extension is optional: without a C
 compiler or Python headers the install goes on and odradek uses the Python
@@ -21,6 +23,12 @@ setup(
         Extension(
             "odradek.spark._arrow_walk",
             sources=["odradek/spark/_arrow_walk.c"],
+            optional=True,
+            extra_compile_args=["-O2"],
+        ),
+        Extension(
+            "odradek.spark._batch_encode",
+            sources=["odradek/spark/_batch_encode.c"],
             optional=True,
             extra_compile_args=["-O2"],
         ),

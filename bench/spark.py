@@ -17,7 +17,11 @@ timed), then, for each read path of `--paths` (alternating, `--rounds` times), t
   (Trigger.AvailableNow: it ends when it has read everything);
 - copy: `readStream.format("odradek")` -> `writeStream.format("odradek")` into a
   new topic, once per guarantee of `--guarantee` (`both`: at-least-once, then
-  exactly-once; `auto` is exactly-once when the broker serves transactions).
+  exactly-once; `auto` is exactly-once when the broker serves transactions) and
+  per sink `producerPath` of `--producer-paths` (`client`: librdkafka, one object
+  per row; `batch`: Arrow to record batches, odradek's own producer);
+- write (only with `--queries ...,write`): a batch read written by
+  `write.format("odradek")` into a new topic, per `--producer-paths`.
 
 rows/s = rows / wall time of the query, from its start to its end, so it includes
 Spark's planning. CPU seconds per query are read from /proc: the driver's Python
@@ -158,8 +162,12 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--paths", default="consumer,fetch",
                     help="brokerReadPath values to compare, comma-separated")
+    ap.add_argument("--producer-paths", default="client,batch",
+                    help="producerPath values of the sink to compare (copy and write), "
+                         "comma-separated; the first pays the cold start of round 0")
     ap.add_argument("--rounds", type=int, default=1)
-    ap.add_argument("--queries", default="batch,stream,copy")
+    ap.add_argument("--queries", default="batch,stream,copy",
+                    help="of batch, stream, copy, write (a batch read written by the sink)")
     ap.add_argument("--guarantee", default="exactly-once",
                     choices=("both", "auto", "exactly-once", "at-least-once"))
     args = ap.parse_args()
@@ -224,26 +232,48 @@ def main() -> int:
                     runs.append({"query": "stream->noop", "path": path, "round": round_,
                                  **_measure(broker_pid, stream)})
                     print(json.dumps(runs[-1]), file=sys.stderr)
-                if "copy" not in queries:
-                    continue
-                for guarantee in guarantees:
-                    out_topic = f"bench-out-{guarantee}-{n}"
-                    admin.create_topics([NewTopic(out_topic, args.partitions, 1)])[out_topic].result(30)
-                    exactly_once = guarantee == "exactly-once" or (
-                        guarantee == "auto" and broker_supports_transactions(bs))
+                for producer in args.producer_paths.split(","):
+                    if "write" in queries:
+                        n += 1
+                        out_topic = f"bench-write-{n}"
+                        admin.create_topics([NewTopic(out_topic, args.partitions, 1)])[
+                            out_topic].result(30)
 
-                    def copy(path: str = path, guarantee: str = guarantee, out: str = out_topic,
-                             n: int = n) -> int:
-                        return timed_query(
-                            options(spark.readStream, path).load().select("key", "value")
-                            .writeStream.format("odradek")
-                            .option("kafka.bootstrap.servers", bs).option("topic", out)
-                            .option("deliveryGuarantee", guarantee)
-                            .option("checkpointLocation", str(base / f"ck-write-{guarantee}-{n}")))[1]
-                    runs.append({"query": "stream copy", "path": path, "round": round_,
-                                 "guarantee": "exactly-once" if exactly_once else "at-least-once",
-                                 **_measure(broker_pid, copy)})
-                    print(json.dumps(runs[-1]), file=sys.stderr)
+                        def write(path: str = path, out: str = out_topic,
+                                  producer: str = producer) -> int:
+                            (options(spark.read, path).option("endingOffsets", "latest").load()
+                             .select("key", "value").write.format("odradek")
+                             .option("kafka.bootstrap.servers", bs).option("topic", out)
+                             .option("producerPath", producer).mode("append").save())
+                            return args.records
+                        runs.append({"query": "batch write", "path": path, "round": round_,
+                                     "producer": producer, **_measure(broker_pid, write)})
+                        print(json.dumps(runs[-1]), file=sys.stderr)
+                    if "copy" not in queries:
+                        continue
+                    for guarantee in guarantees:
+                        n += 1
+                        out_topic = f"bench-out-{guarantee}-{n}"
+                        admin.create_topics([NewTopic(out_topic, args.partitions, 1)])[
+                            out_topic].result(30)
+                        exactly_once = guarantee == "exactly-once" or (
+                            guarantee == "auto" and broker_supports_transactions(bs))
+
+                        def copy(path: str = path, guarantee: str = guarantee,
+                                 out: str = out_topic, n: int = n, producer: str = producer) -> int:
+                            return timed_query(
+                                options(spark.readStream, path).load().select("key", "value")
+                                .writeStream.format("odradek")
+                                .option("kafka.bootstrap.servers", bs).option("topic", out)
+                                .option("deliveryGuarantee", guarantee)
+                                .option("producerPath", producer)
+                                .option("checkpointLocation",
+                                        str(base / f"ck-write-{guarantee}-{n}")))[1]
+                        runs.append({"query": "stream copy", "path": path, "round": round_,
+                                     "producer": producer,
+                                     "guarantee": "exactly-once" if exactly_once else "at-least-once",
+                                     **_measure(broker_pid, copy)})
+                        print(json.dumps(runs[-1]), file=sys.stderr)
         spark.stop()
         result = {
             "when": time.strftime("%Y-%m-%d %H:%M:%S"),

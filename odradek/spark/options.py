@@ -77,7 +77,13 @@ REMOTE_READ_MODES = ("auto", "direct", "off")
 # How a task reads through the brokers: odradek's Fetch client decoding record
 # batches to Arrow in bulk (auto), or a librdkafka consumer (one object per record).
 BROKER_READ_PATHS = ("auto", "fetch", "consumer")
-SINK_OPTION_NAMES = ("topic", "deliveryGuarantee", "path", "checkpointLocation")
+SINK_OPTION_NAMES = ("topic", "deliveryGuarantee", "producerPath", "path", "checkpointLocation")
+PRODUCER_PATHS = ("auto", "batch", "client")
+# kafka.* sink keys the bulk producer (producerPath=batch) honours, besides the
+# security keys and kafka.acks; any other kafka.* key is librdkafka's to interpret,
+# so producerPath=auto then takes the client path and producerPath=batch refuses it.
+BULK_KAFKA_KEYS = frozenset({"compression.type", "compression.codec", "client.id"})
+COMPRESSION_TYPES = ("none", "gzip", "snappy", "lz4", "zstd")
 SINK_OPTIONS = frozenset(s.lower() for s in SINK_OPTION_NAMES)
 CANONICAL = {s.lower(): s for s in (*SOURCE_OPTION_NAMES, *SINK_OPTION_NAMES)}
 # Options of the other side, refused with what to do instead.
@@ -425,10 +431,7 @@ def parse_source_options(raw: Mapping[str, str], *, streaming: bool | None) -> S
     if read_path not in BROKER_READ_PATHS:
         raise _err("brokerReadPath", f"expected one of {BROKER_READ_PATHS}, got {read_path!r}")
     # The security keys as given (Kafka's names), for the Fetch client on the executors.
-    security = {k[len(KAFKA_PREFIX):]: v for k, v in opts.values.items()
-                if k.startswith(KAFKA_PREFIX)
-                and (k == KAFKA_PREFIX + "security.protocol"
-                     or k.startswith((KAFKA_PREFIX + "sasl.", KAFKA_PREFIX + "ssl.")))}
+    security = _security_keys(opts)
 
     return SourceOptions(
         bootstrap_servers=servers,
@@ -509,6 +512,12 @@ class SinkOptions:
     # kafka.acks: "all" (default; the idempotent producer) or 0/1 for batch writes and
     # deliveryGuarantee=at-least-once (then without idempotence, as the Java client)
     acks: str = "all"
+    # "batch": odradek's bulk producer (Arrow to record batches, bulk_writer.py);
+    # "client": a librdkafka producer, one Python object per row (before issue 17)
+    producer_path: str = "batch"
+    compression: str = "none"  # kafka.compression.type (or .codec)
+    # kafka.security.protocol, kafka.sasl.*, kafka.ssl.* as given (prefix removed)
+    security: dict[str, str] = field(default_factory=dict)
 
 
 def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
@@ -532,10 +541,43 @@ def parse_sink_options(raw: Mapping[str, str]) -> SinkOptions:
         raise _err(opts.spelling.get("kafka.acks", "kafka.acks"),
                    f"acks={acks} writes without the idempotent producer, so it needs "
                    "deliveryGuarantee=at-least-once (exactly-once needs acks=all)")
+    security = _security_keys(opts)
+    compression = (kafka.get("compression.type") or kafka.get("compression.codec")
+                   or "none").strip().lower()
+    path = (opts.get("producerPath") or "auto").strip().lower()
+    if path not in PRODUCER_PATHS:
+        raise _err("producerPath", f"expected one of {PRODUCER_PATHS}, got {path!r}")
+    # Why the bulk producer cannot take this write, if it cannot.
+    others = sorted(opts.spelling[k] for k in opts.values
+                    if k.startswith(KAFKA_PREFIX) and k[len(KAFKA_PREFIX):] not in security
+                    and k[len(KAFKA_PREFIX):] not in BULK_KAFKA_KEYS
+                    and k[len(KAFKA_PREFIX):] not in ("acks", "bootstrap.servers"))
+    blocker = ""
+    if acks == "0":
+        blocker = "kafka.acks=0 (no answer to wait for: the client path)"
+    elif compression not in COMPRESSION_TYPES:
+        blocker = f"kafka.compression.type={compression} (known: {', '.join(COMPRESSION_TYPES)})"
+    elif others:
+        blocker = f"{', '.join(others)} (librdkafka settings: the client path)"
+    if path == "batch" and blocker:
+        raise _err("producerPath", f"batch cannot honour {blocker}; "
+                                   "use producerPath=client or auto")
     return SinkOptions(
         bootstrap_servers=servers,
         topic=topic.strip() if topic else None,
         delivery_guarantee=guarantee,
         kafka=kafka,
         acks=acks,
+        producer_path="client" if path == "client" or blocker else "batch",
+        compression=compression,
+        security=security,
     )
+
+
+def _security_keys(opts: _Opts) -> dict[str, str]:
+    """The security keys as given (Kafka's names, prefix removed), for the clients
+    of odradek's own on the executors (the Fetch client, the bulk producer)."""
+    return {k[len(KAFKA_PREFIX):]: v for k, v in opts.values.items()
+            if k.startswith(KAFKA_PREFIX)
+            and (k == KAFKA_PREFIX + "security.protocol"
+                 or k.startswith((KAFKA_PREFIX + "sasl.", KAFKA_PREFIX + "ssl.")))}

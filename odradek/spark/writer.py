@@ -3,7 +3,12 @@
 Theory of operation
 -------------------
 Each write task gets Arrow record batches of the input rows and produces one
-Kafka record per row with a confluent-kafka Producer: `value` (required, may
+Kafka record per row, by one of two paths (`producerPath`): `batch` (default
+through `auto`) encodes the Arrow columns into record batches in bulk and
+sends them with odradek's own idempotent/transactional producer
+(bulk_writer.py, bulk_producer.py); `client` produces row by row with a
+confluent-kafka Producer (the path before issue 17, and what `auto` takes when
+a kafka.* option only librdkafka understands is set). Columns: `value` (required, may
 be null), optional `key`, `headers`, `topic` (unless the `topic` option is
 set, which wins, as in Spark) and `partition` (else librdkafka's partitioner).
 The task returns a `SinkCommitMessage` only after every record it produced is
@@ -247,11 +252,25 @@ class OdradekBatchWriter(DataSourceArrowWriter):
         self.opts = opts
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
-        from confluent_kafka import Producer
+        return write_at_least_once(iterator, self.opts)
 
-        producer = Producer(producer_conf(self.opts))
-        rows = produce_batches(producer, iterator, self.opts)
+
+def write_at_least_once(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommitMessage:
+    if opts.producer_path == "batch":
+        from odradek.spark.bulk_writer import new_producer, produce_arrow
+
+        bulk = new_producer(opts)
+        try:
+            bulk.init()
+            rows = produce_arrow(bulk, iterator, opts)
+        finally:
+            bulk.close()
         return SinkCommitMessage(_task_partition_id(), rows)
+    from confluent_kafka import Producer
+
+    producer = Producer(producer_conf(opts))
+    rows = produce_batches(producer, iterator, opts)
+    return SinkCommitMessage(_task_partition_id(), rows)
 
 
 class OdradekStreamWriter(DataSourceStreamArrowWriter):
@@ -263,12 +282,10 @@ class OdradekStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> SinkCommitMessage:
         if self.exactly_once:
+            if self.opts.producer_path == "batch":
+                return write_transactional_bulk(iterator, self.opts)
             return write_transactional(iterator, self.opts)
-        from confluent_kafka import Producer
-
-        producer = Producer(producer_conf(self.opts))
-        rows = produce_batches(producer, iterator, self.opts)
-        return SinkCommitMessage(_task_partition_id(), rows)
+        return write_at_least_once(iterator, self.opts)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         # Nothing to decide: every task committed its own transaction with its marker.
@@ -330,23 +347,10 @@ def transactional_id(query_id: str, partition_id: int) -> str:
 def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommitMessage:
     """One task's rows of one micro-batch in one transaction, with its marker."""
     from confluent_kafka import Consumer, Producer, TopicPartition
-    from pyspark import TaskContext
 
-    ctx = TaskContext.get()
-    assert ctx is not None, "exactly-once write outside a Spark task"
-    query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY)
-    batch_raw = ctx.getLocalProperty(BATCH_ID_PROPERTY)
-    if not query_id or batch_raw is None:
-        raise RuntimeError(
-            f"format(\"odradek\") exactly-once sink: task has no {QUERY_ID_PROPERTY} / "
-            f"{BATCH_ID_PROPERTY} (not a micro-batch streaming query?)"
-        )
-    batch_id = int(batch_raw)
-    pid = ctx.partitionId()
+    query_id, batch_id, pid, attempt = _task_batch()
     tid = transactional_id(query_id, pid)
     group = tid
-
-    attempt = ctx.attemptNumber()
     crash_hook("task-start", batch_id, pid, attempt)
 
     producer = Producer(producer_conf(opts, **{"transactional.id": tid}))
@@ -387,6 +391,60 @@ def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommi
         return SinkCommitMessage(pid, rows)
     finally:
         consumer.close()
+
+
+def _task_batch() -> tuple[str, int, int, int]:
+    """(query id, batch id, task partition id, attempt) of this exactly-once task."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    assert ctx is not None, "exactly-once write outside a Spark task"
+    query_id = ctx.getLocalProperty(QUERY_ID_PROPERTY)
+    batch_raw = ctx.getLocalProperty(BATCH_ID_PROPERTY)
+    if not query_id or batch_raw is None:
+        raise RuntimeError(
+            f"format(\"odradek\") exactly-once sink: task has no {QUERY_ID_PROPERTY} / "
+            f"{BATCH_ID_PROPERTY} (not a micro-batch streaming query?)"
+        )
+    return query_id, int(batch_raw), ctx.partitionId(), ctx.attemptNumber()
+
+
+def write_transactional_bulk(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommitMessage:
+    """write_transactional over the bulk producer: the same transactional.id,
+    marker group and steps (InitProducerId fences earlier attempts and settles
+    their open transaction; the marker is read with require_stable; the rows
+    and the marker commit in one transaction)."""
+    from odradek.spark.bulk_producer import ProducerError
+    from odradek.spark.bulk_writer import new_producer, produce_arrow
+
+    query_id, batch_id, pid, attempt = _task_batch()
+    tid = transactional_id(query_id, pid)
+    crash_hook("task-start", batch_id, pid, attempt)
+    producer = new_producer(opts, tid, int(TXN_TIMEOUT_S * 1000))
+    try:
+        producer.init()
+        if producer.committed_offset(tid, MARKER_TOPIC, 0) > batch_id:
+            for _ in iterator:  # drain: Spark expects the input consumed
+                pass
+            log.info("odradek sink: batch %d partition %d already committed", batch_id, pid)
+            return SinkCommitMessage(pid, 0, skipped=True)
+        producer.begin_transaction()
+        try:
+            rows = produce_arrow(producer, iterator, opts)
+            producer.send_offsets(tid, MARKER_TOPIC, 0, batch_id + 1)
+            crash_hook("before-commit", batch_id, pid, attempt)
+            producer.commit_transaction()
+        except BaseException:
+            if producer.in_transaction:
+                try:
+                    producer.abort_transaction()
+                except ProducerError as e:  # fenced or already failed: the broker aborts it
+                    log.warning("odradek sink: abort after failure: %s", e)
+            raise
+        crash_hook("after-commit", batch_id, pid, attempt)
+        return SinkCommitMessage(pid, rows)
+    finally:
+        producer.close()
 
 
 def batch_committed(consumer: Any, batch_id: int) -> bool:

@@ -84,6 +84,13 @@ def test_source_options_parse_as_spark_documents() -> None:
         ({**BS, "topic": "t", "deliveryGuarantee": "twice"}, "'deliveryGuarantee'"),
         ({**BS, "topic": "t", "kafka.transactional.id": "x"}, "'kafka.transactional.id'"),
         ({**BS, "topics": "t"}, "'topics': unknown sink option"),
+        ({**BS, "topic": "t", "producerPath": "fast"}, "'producerPath': expected one of"),
+        ({**BS, "topic": "t", "producerPath": "batch", "kafka.acks": "0"},
+         "'producerPath': batch cannot honour kafka.acks=0"),
+        ({**BS, "topic": "t", "producerPath": "batch", "kafka.Linger.ms": "50"},
+         "'producerPath': batch cannot honour kafka.Linger.ms"),
+        ({**BS, "topic": "t", "producerPath": "batch", "kafka.compression.type": "brotli"},
+         "batch cannot honour kafka.compression.type=brotli"),
     ],
 )
 def test_bad_sink_option_is_named(options: dict[str, str], names: str) -> None:
@@ -119,3 +126,13 @@ def test_errors_reach_the_user_before_any_job(spark: Any, spark_broker: Any) -> 
          .format("odradek").option("kafka.bootstrap.servers", bs).option("topic", "t")
          .mode("append").save())
     assert spark.sparkContext.statusTracker().getJobIdsForGroup() == jobs_before
+
+
+def test_producer_path_auto_takes_batch_unless_a_librdkafka_setting_needs_the_client() -> None:
+    base = {**BS, "topic": "t"}
+    assert parse_sink_options(base).producer_path == "batch"
+    got = parse_sink_options({**base, "kafka.compression.type": "ZSTD", "kafka.acks": "1"})
+    assert (got.producer_path, got.compression, got.acks) == ("batch", "zstd", "1")
+    assert parse_sink_options({**base, "kafka.linger.ms": "50"}).producer_path == "client"
+    assert parse_sink_options({**base, "kafka.acks": "0"}).producer_path == "client"
+    assert parse_sink_options({**base, "producerPath": "client"}).producer_path == "client"
