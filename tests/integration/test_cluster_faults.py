@@ -22,7 +22,7 @@ from tests.integration.cluster_proc import ClusterProcesses
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
-FAULT_RUN_S = float(os.environ.get("ODRADEK_FAULT_RUN_S", "90"))  # tests/chaos runs more kinds
+FAULT_RUN_S = float(os.environ.get("ODRADEK_FAULT_RUN_S", "60"))  # tests/chaos runs more kinds
 DOWN_S = 3.0  # how long a killed broker stays down
 UP_S = 5.0  # how long all brokers run between two kills
 PARTITIONS = 3
