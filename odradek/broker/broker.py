@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import os
 import time
 import uuid
 from collections.abc import Sequence
@@ -33,8 +32,6 @@ from ..replication.leader_replication import LeaderReplication, ReplicationHost
 from ..replication.replica_manager import ReplicaManager
 from ..replication.scrubber import Scrubber
 from ..security import scram
-from ..security.acl import build_authorizer
-from ..security.authorizer import Authorizer
 from ..security.sasl import SaslClientConfig, SaslServerConfig
 from ..security.sasl_config import ConfigError as SaslConfigError
 from ..security.sasl_config import controller_client, inter_broker_client, server_configs
@@ -61,17 +58,18 @@ from .dir_reports import DirectoryReportHost, DirectoryReports
 from .fd_budget import FdBudget, configure_segment_files, raise_open_files_limit
 from .fetch_memory import FetchMemory
 from .fetch_session import FetchSessionCache
-from .share_service import ShareService
 from .handlers import admin
 from .lifecycle import BrokerLifecycle, LifecycleHost
 from .log_dir_moves import LogDirMoves
 from .log_tasks import LogTasks
 from .metrics import BrokerMetrics, MetricsHost
 from .network import ConnectionHost, KafkaConnection
+from .node_setup import ListenerBindError, find_or_make_cluster_id, make_authorizer
 from .pipeline import PipelineHost, RequestPipeline
 from .producer_ids import ProducerIdBlocks
 from .remote_metadata import RemoteMetadataPublisher
 from .replica_fetcher import FetcherHost, ReplicaFetcherManager
+from .share_service import ShareService
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +100,7 @@ class Broker:
         self.started_ms = int(time.time() * 1000)
         self.log_dirs: list[Path] = list(config.log_dirs)
         self.metadata_dir = config.metadata_log_dir
-        self.cluster_id = _find_or_make_cluster_id(self.log_dirs, config.get("cluster.id"))
+        self.cluster_id = find_or_make_cluster_id(self.log_dirs, config.get("cluster.id"))
         self.default_log_config: LogConfig = config.log_config()
         self.log_manager = LogManager(
             self.log_dirs, self.default_log_config, self.cluster_id, self.node_id,
@@ -206,7 +204,7 @@ class Broker:
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their
         # services, each family seeing it through its own Protocol (services.py).
-        self.authorizer = _authorizer(config, lambda: self.quorum.image.acls)
+        self.authorizer = make_authorizer(config, lambda: self.quorum.image.acls)
         self.pipeline = RequestPipeline(self, self, authorizer=self.authorizer)
 
     # -- configuration helpers -----------------------------------------------
@@ -543,42 +541,6 @@ class Broker:
     @property
     def quota_window(self) -> tuple[int, int]:
         return (self.config.get("quota.window.num"), self.config.get("quota.window.size.seconds"))
-
-
-class ListenerBindError(OSError):
-    """A listener's socket could not be bound: startup stops before registering."""
-
-    def __init__(self, listener: Endpoint, cause: OSError) -> None:
-        reason = os.strerror(cause.errno) if cause.errno else str(cause)
-        super().__init__(f"cannot bind listener {listener.name} to "
-                         f"{listener.host}:{listener.port}: {reason}")
-
-
-def _authorizer(config: BrokerConfig, acls: Any) -> Authorizer:
-    """`authorizer.class.name` (empty: everything allowed), `super.users`,
-    `allow.everyone.if.no.acl.found`; the ACLs are the current image's."""
-    key = "authorizer.class.name"
-    try:
-        return build_authorizer(config.get(key), config.get("super.users"),
-                                bool(config.get("allow.everyone.if.no.acl.found")), acls)
-    except ValueError as e:
-        raise ConfigError(key, str(e)) from e
-
-
-def _find_or_make_cluster_id(log_dirs: list[Path], configured: str | None) -> str:
-    """The cluster id from an existing meta.properties, else the configured one, else new."""
-    import base64
-    import uuid
-
-    for d in log_dirs:
-        meta = d / "meta.properties"
-        if meta.exists():
-            for line in meta.read_text().splitlines():
-                if line.startswith("cluster.id="):
-                    return line.split("=", 1)[1].strip()
-    if configured:
-        return configured
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
 if TYPE_CHECKING:

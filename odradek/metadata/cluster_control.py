@@ -8,6 +8,10 @@ append; nothing here reads a clock, a socket or a file. The controller's
 asyncio shell (`broker/controller_service.py`) appends the records and lets
 the image follow.
 
+Size: about 600 lines, kept in one module because registration, fencing, ISR changes
+and elections are one state machine over the same image; its separable parts already
+live beside it (`elr.py`, the eligible leader replicas; `reassignment.py`).
+
 Rules (Kafka's):
 
 * A broker registers with an incarnation id; the registration record starts
