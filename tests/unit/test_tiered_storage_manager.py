@@ -167,3 +167,29 @@ def test_spark_discovery_reads_the_broker_layout(tmp_path: Path) -> None:
     assert seg.log_start_offset == 150
     rsm.fs.rm(rsm.object_path(meta, "log"))
     assert discover_segments(url, {}, [(TIP.name, TIP.partition)], ids) == {}
+
+
+def test_a_new_leader_copies_from_its_own_lineage_not_a_divergent_one() -> None:
+    """KIP-405: after an unclean election the new leader's history (epochs 0, then 2
+    from offset 150) diverges from the old leader's remote copy of 100..199 (epoch 1
+    from 150). Its remote tier ends where the histories agree (99): it copies its own
+    100..199 rather than continuing past a segment it never had, and reads of 150+
+    never take the divergent copy."""
+    from types import SimpleNamespace
+
+    from odradek.storage.leader_epoch import LeaderEpochCache
+    from odradek.tiered.remote_log_manager import PartitionTier, RemoteLogManager
+
+    def seg(start: int, end: int, epochs: dict[int, int]) -> RemoteLogSegmentMetadata:
+        return RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), start, end, 1,
+                                        5, 6, epochs, 3000,
+                                        RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+
+    shared, divergent = seg(0, 99, {0: 0}), seg(100, 199, {0: 100, 1: 150})
+    tier = PartitionTier(TIP, [shared, divergent], loaded=True)
+    new_leader = SimpleNamespace(leader_epoch_cache=LeaderEpochCache([(0, 0), (2, 150)]))
+    assert RemoteLogManager._lineage_end(None, new_leader, tier) == 99  # type: ignore[arg-type]
+    old_leader = SimpleNamespace(leader_epoch_cache=LeaderEpochCache([(0, 0), (1, 150)]))
+    assert RemoteLogManager._lineage_end(None, old_leader, tier) == 199  # type: ignore[arg-type]
+    tier.log = new_leader
+    assert tier.segment_for(160, tier.read_epoch(160)) is not divergent
