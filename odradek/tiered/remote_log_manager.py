@@ -166,6 +166,8 @@ class RemoteLogManager:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        self.rsm.copy_limit.close()
+        self.rsm.fetch_limit.close()
         for pool in (self.copier, self.expirer, self.reader):
             pool.shutdown(wait=False, cancel_futures=True)
 

@@ -75,6 +75,10 @@ class _IndexCache:
         return data
 
 
+class RemoteSegmentCorrupt(ValueError):
+    """A remote segment whose bytes are not record batches where its index points."""
+
+
 class RemoteReader:
     def __init__(self, rlm: RemoteLogManager) -> None:
         self.rlm = rlm
@@ -111,7 +115,16 @@ class RemoteReader:
                 end_offset = h.next_offset
             else:
                 if consumed == 0 and len(chunk) >= 12:  # one batch larger than the chunk
-                    want = 12 + struct.unpack_from(">i", chunk, 8)[0]
+                    need = 12 + struct.unpack_from(">i", chunk, 8)[0]
+                    if need <= len(chunk) or position + need > size:
+                        # a batch that is not valid where it fits, or that claims more
+                        # than the segment holds: the remote copy is corrupt. Asking
+                        # again would read the same bytes forever.
+                        raise RemoteSegmentCorrupt(
+                            f"remote segment {meta.segment_id.id} of "
+                            f"{meta.segment_id.topic_id_partition}: no valid batch at "
+                            f"byte {position} of {size}")
+                    want = need
                     continue
                 if consumed == 0:
                     break

@@ -59,6 +59,13 @@ class RateLimiter:
         self._lock = threading.Lock()
         self._allowance = float(bytes_per_second)
         self._last = time.monotonic()
+        self._closed = threading.Event()
+
+    def close(self) -> None:
+        """Wakes every thread waiting for the allowance, now and later: a stopping
+        broker's copier and reader threads must not sleep out a throttle (the
+        interpreter joins them at exit)."""
+        self._closed.set()
 
     def acquire(self, n: int) -> None:
         if self.rate >= 2**62:
@@ -71,7 +78,7 @@ class RateLimiter:
             self._allowance -= n
             wait = -self._allowance / self.rate if self._allowance < 0 else 0.0
         if wait > 0:
-            time.sleep(wait)
+            self._closed.wait(wait)
 
 
 @dataclass(frozen=True, slots=True)

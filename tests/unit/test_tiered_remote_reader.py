@@ -86,3 +86,53 @@ def test_the_remote_index_cache_is_bounded_lru() -> None:
     assert loads == ["a", "b", "c"]
     get("b")
     assert loads == ["a", "b", "c", "b"]
+
+
+def test_a_corrupt_remote_segment_is_an_error_not_an_endless_read(tmp_path) -> None:
+    """Bytes that are not record batches where the index points (a length claiming more
+    than the segment holds) fail the read at once with RemoteSegmentCorrupt (the fetch
+    answers KAFKA_STORAGE_ERROR for the partition); the reader used to ask for the same
+    bytes again forever, and a stopping broker's exit waited on that thread."""
+    import asyncio
+    import time
+    import uuid
+
+    import pytest
+
+    from odradek.tiered.metadata_records import (
+        RemoteLogSegmentId,
+        RemoteLogSegmentMetadata,
+        RemoteLogSegmentState,
+        TopicIdPartition,
+    )
+    from odradek.tiered.remote_log_manager import PartitionTier, RemoteLogManager
+    from odradek.tiered.remote_reader import RemoteReader, RemoteSegmentCorrupt
+    from odradek.tiered.settings import RemoteTierSettings
+    from odradek.tiered.storage_manager import LocalSegmentFiles
+
+    tip = TopicIdPartition(uuid.uuid4(), "t", 0)
+    (tmp_path / "a.log").write_bytes(b"L" * 1500)  # batch length 0x4C4C4C4C at byte 8
+    (tmp_path / "a.index").write_bytes(_index([(0, 0)]))
+    (tmp_path / "a.timeindex").write_bytes(b"")
+    settings = RemoteTierSettings(enabled=True, url=(tmp_path / "remote").as_uri(),
+                                  fetch_max_wait_ms=5000)
+    rlm = RemoteLogManager(settings, 1, list, lambda _: True)
+    meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(tip, uuid.uuid4()), 0, 99, 1, 5, 6,
+                                    {0: 0}, 1500, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
+    rlm.rsm.copy_segment(meta, LocalSegmentFiles(
+        str(tmp_path / "a.log"), str(tmp_path / "a.index"), str(tmp_path / "a.timeindex"),
+        str(tmp_path / "none.txnindex"), None, b"0\n1\n0 0\n"))
+    rlm.tiers[("t", 0)] = PartitionTier(tip, [meta], loaded=True)
+    reader = RemoteReader(rlm)
+
+    async def go() -> None:
+        try:
+            await reader.read("t", 0, 10, 1500)
+        finally:
+            await rlm.stop()
+
+    started = time.monotonic()
+    with pytest.raises(RemoteSegmentCorrupt, match="no valid batch at byte 0 of 1500"):
+        asyncio.run(go())
+    assert time.monotonic() - started < 4.0
+    assert reader.errors == 1 and reader.pending == 0

@@ -114,14 +114,16 @@ def test_reads_pick_the_copy_of_the_local_lineage() -> None:
     assert tier.segment_for(160, -1) is fenced
 
 
-def test_scan_reads_each_marker_once(tmp_path: Path) -> None:
+def test_scan_reads_each_marker_once(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     rsm = RemoteStorageManager((tmp_path / "remote").as_uri())
     meta = RemoteLogSegmentMetadata(RemoteLogSegmentId(TIP, uuid.uuid4()), 100, 199, 1, 5, 6,
                                     {0: 100}, 3000, RemoteLogSegmentState.COPY_SEGMENT_FINISHED)
     rsm.copy_segment(meta, _files(tmp_path))
     gets: list[str] = []
     cat_file = rsm.fs.cat_file
-    rsm.fs.cat_file = lambda path, *a, **k: gets.append(path) or cat_file(path, *a, **k)
+    # fsspec shares one LocalFileSystem per process: patched for this test only
+    monkeypatch.setattr(rsm.fs, "cat_file",
+                        lambda path, *a, **k: gets.append(path) or cat_file(path, *a, **k))
     assert [m.start_offset for m in rsm.scan(TIP)[0]] == [100]
     assert [m.start_offset for m in rsm.scan(TIP)[0]] == [100]
     assert len(gets) == 1
