@@ -240,6 +240,12 @@ _DEFS: list[ConfigDef] = [
        "processes in a cpu cgroup with cpu.idle=1 (Linux, where the broker may create one; "
        "otherwise they keep SCHED_IDLE alone), so a process that wakes elsewhere "
        "preempts cleaning at once.", LOW),
+    _d("odradek.log.cleaner.idle.max.ms", L, 30000, "odradek only: the starvation bound of "
+       "the cleaner's idle priority. A worker step (building the offset map, cleaning one "
+       "group of segments) still running after this long is lifted to nice 19 "
+       "SCHED_OTHER, out of the idle cgroup, for the rest of that step, so cleaning "
+       "progresses on a CPU-saturated broker; 0 keeps it idle however long it waits.",
+       LOW, at_least(0)),
     # --- request limits and threads ---
     _d("message.max.bytes", I, 1048588, "Largest record batch the broker accepts "
        "(topic-level max.message.bytes).", HIGH, at_least(0)),

@@ -185,6 +185,16 @@ class IdleCgroup:
     def procs_file(self) -> Path:
         return self.path / "cgroup.procs"
 
+    def release(self, pid: int) -> bool:
+        """Move process ``pid`` out of the group, to its parent (the broker's own group):
+        the starvation bound of the cleaner (manager.py). False when refused."""
+        try:
+            _write(self.path.parent / "cgroup.procs", str(pid))
+        except OSError as e:
+            log.debug("cannot move %d out of %s: %s", pid, self.path, e)
+            return False
+        return True
+
     @classmethod
     def create(cls, parent: CpuCgroup | None, pid: int | None = None) -> IdleCgroup | None:
         """The group for broker ``pid`` under ``parent``; None (and a debug line) when

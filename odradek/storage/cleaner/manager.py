@@ -106,6 +106,9 @@ class CleanerConfig:
     io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second
     step_delay_ms: int = 0  # ODRADEK_CLEANER_STEP_DELAY_MS (tests)
     cgroup_idle: bool = True  # odradek.log.cleaner.cgroup.idle
+    # odradek.log.cleaner.idle.max.ms: a worker call that takes longer at idle
+    # priority is lifted to nice 19 SCHED_OTHER for its rest (0: never)
+    idle_max_ms: int = 30000
 
     @classmethod
     def from_broker_config(cls, config: Any) -> CleanerConfig:
@@ -120,6 +123,7 @@ class CleanerConfig:
             io_max_bytes_per_second=rate if rate < 1.7e308 else float("inf"),
             step_delay_ms=int(os.environ.get(STEP_DELAY_ENV, "0") or 0),
             cgroup_idle=bool(config.get("odradek.log.cleaner.cgroup.idle")),
+            idle_max_ms=int(config.get("odradek.log.cleaner.idle.max.ms")),
         )
 
 
@@ -269,6 +273,8 @@ class LogCleaner:
         self._uncleanable: set[TopicPartition] = set()
         self._tasks: list[asyncio.Task[None]] = []
         self._pools: list[ProcessPoolExecutor] = []  # one single-process pool per thread
+        self._pids: dict[int, int] = {}  # worker index -> its process id (ready())
+        self.promotions = 0  # worker calls lifted out of idle priority (starvation bound)
         self._stop_event: Any = None
         self._cgroup: IdleCgroup | None = None  # the workers' idle cpu cgroup, if any
         self._checkpoint_lock = asyncio.Lock()
@@ -329,6 +335,7 @@ class LogCleaner:
                 self._pools[index], worker.ready)
         except BrokenProcessPool:
             return  # the next cleaning finds out and starts another
+        self._pids[index] = pid
         log.info("cleaner worker %d: pid %d, %s", index, pid, placement)
 
     async def stop(self) -> None:
@@ -439,18 +446,17 @@ class LogCleaner:
         segments = plog.segments
         task = self.make_task(ltc, segments)
         pool = self._pools[index]
-        loop = asyncio.get_running_loop()
-        group_count: int = await loop.run_in_executor(pool, worker.begin, task)
+        group_count: int = await self._call(index, pool, worker.begin, task)
         by_base = {s.base_offset: s for s in segments}
         sizes = {s.base_offset: s.size_bytes for s in task.segments}
         for i in range(group_count):
-            group: CleanedGroup = await loop.run_in_executor(pool, worker.clean_group, i)
+            group: CleanedGroup = await self._call(index, pool, worker.clean_group, i)
             old = [by_base[b] for b in group.old_bases]
             if not await self._swap(plog, old, group, sizes):
                 log.info("cleaning of %s-%d stopped after %d of %d group(s): its segments "
                          "changed meanwhile", *key, i, group_count)
                 return False
-        result: CleanResult = await loop.run_in_executor(pool, worker.finish)
+        result: CleanResult = await self._call(index, pool, worker.finish)
         swap_ms, self._swap_ms = self._swap_ms, 0.0
         self._first_dirty[key] = result.end_offset
         self._delete_horizons[key] = result.earliest_delete_horizon_ms
@@ -459,6 +465,40 @@ class LogCleaner:
         await self.write_checkpoint(self.log_manager.dir_of(plog))
         _log_stats(plog, ltc, result, swap_ms)
         return True
+
+    async def _call(self, index: int, pool: ProcessPoolExecutor, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in worker ``index``. The starvation bound: a worker runs at idle
+        priority, so on a CPU-saturated machine it may get no CPU at all (Kafka's cleaner
+        threads have no such priority and always progress). A call still running after
+        ``odradek.log.cleaner.idle.max.ms`` is lifted to nice 19 SCHED_OTHER, out of the
+        idle cgroup, for its rest: it then gets a small but certain share. The worker
+        goes back to idle priority at its next call (worker.py)."""
+        fut = asyncio.get_running_loop().run_in_executor(pool, fn, *args)
+        bound_s = self.config.idle_max_ms / 1000.0
+        if bound_s <= 0:
+            return await fut
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), bound_s)
+        except TimeoutError:
+            self._promote(index, bound_s)
+        return await fut
+
+    def _promote(self, index: int, bound_s: float) -> None:
+        pid = self._pids.get(index)
+        if pid is None:
+            return
+        try:
+            os.sched_setscheduler(pid, os.SCHED_OTHER, os.sched_param(0))
+        except (OSError, AttributeError) as e:
+            log.warning("cleaner worker %d (pid %d) starved at idle priority for %.0f s and "
+                        "cannot be raised: %s", index, pid, bound_s, e)
+            return
+        if self._cgroup is not None:
+            self._cgroup.release(pid)
+        self.promotions += 1
+        log.info("cleaner worker %d (pid %d) had no CPU at idle priority for %.0f s "
+                 "(odradek.log.cleaner.idle.max.ms): raised to nice 19 for the rest of this "
+                 "step", index, pid, bound_s)
 
     async def _swap(self, plog: PartitionLog, old: list[LogSegment], group: CleanedGroup,
                     sizes: dict[int, int]) -> bool:

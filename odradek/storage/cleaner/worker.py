@@ -45,12 +45,13 @@ _offset_map: OffsetMap | None = None
 _cleaning: LogCleaning | None = None
 # Where this worker's CPU priority comes from, for the broker's log (ready()).
 _placement = "nice 19, SCHED_IDLE"
+_idle_procs: str | None = None  # the idle cgroup joined at start, rejoined after a lift
 
 
 def init_worker(parent_pid: int, stop_event: Any, cgroup_procs: str | None = None) -> None:
     """Set up a new worker process: lowest priority, joined to the idle cgroup whose
     ``cgroup.procs`` is ``cgroup_procs`` (if any), dies with the broker."""
-    global _parent_pid, _stop_event, _placement
+    global _parent_pid, _stop_event, _placement, _idle_procs
     _parent_pid = parent_pid
     _stop_event = stop_event
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -72,6 +73,7 @@ def init_worker(parent_pid: int, stop_event: Any, cgroup_procs: str | None = Non
         error = cgroup.join(cgroup_procs)
         if error is None:
             _placement += f", idle cgroup {os.path.dirname(cgroup_procs)}"
+            _idle_procs = cgroup_procs
         else:  # the group was made for us, so this is unexpected: say so in ready()
             _placement += f" (joining {cgroup_procs} failed: {error})"
     try:
@@ -89,6 +91,18 @@ def should_stop() -> bool:
     return _stop_event is not None and _stop_event.is_set()
 
 
+def idle_again() -> None:
+    """Back to idle priority at each call, after the broker lifted this worker out of
+    it for one starved call (manager.py's starvation bound)."""
+    try:
+        if os.sched_getscheduler(0) != os.SCHED_IDLE:
+            os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+            if _idle_procs is not None:
+                cgroup.join(_idle_procs)
+    except (OSError, AttributeError):
+        pass
+
+
 def _map_for(task: CleanTask) -> OffsetMap:
     global _offset_map
     if _offset_map is None or not _offset_map.fits(task.map_memory_bytes, task.map_load_factor):
@@ -101,6 +115,7 @@ def begin(task: CleanTask) -> int:
     """Start cleaning ``task``'s log (offset map built); returns the group count.
     A cleaning left unfinished by the broker is dropped."""
     global _cleaning
+    idle_again()
     _cleaning = None
     _cleaning = LogCleaning(task, should_stop, _map_for(task))
     return len(_cleaning.groups)
@@ -108,6 +123,7 @@ def begin(task: CleanTask) -> int:
 
 def clean_group(i: int) -> CleanedGroup:
     assert _cleaning is not None, "no cleaning begun"
+    idle_again()
     return _cleaning.clean_group(i)
 
 
