@@ -58,6 +58,10 @@ NO_TIMESTAMP = -1
 KAFKA_STORAGE_ERROR = 56
 
 
+# How far the wall clock must go back before pending .deleted files are removed at once.
+STEP_BACK_SLACK_MS = 60_000
+
+
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -401,11 +405,13 @@ class LocalLog:
         now_ms = self._clock_ms() if now_ms is None else now_ms
         done = 0
         delay_ms = self.config.file_delete_delay_ms
-        # A file is due at its time, or at once if the wall clock went back to
-        # before it was renamed (else a step back would keep it, and its disk
-        # space, for as long as the step).
+        # A file is due at its time, or at once if the wall clock went back more
+        # than a minute before it was renamed (else a step back would keep it, and
+        # its disk space, for as long as the step). The minute's slack: a caller's
+        # `now_ms` may be read before a rename of the same pass (run_retention), and
+        # a file renamed just after it must still wait its whole delay.
         while self.pending_deletes and not (
-                now_ms < self.pending_deletes[0][0] <= now_ms + delay_ms):
+                now_ms < self.pending_deletes[0][0] <= now_ms + delay_ms + STEP_BACK_SLACK_MS):
             _, paths = self.pending_deletes.pop(0)
             for path in paths:
                 path.unlink(missing_ok=True)

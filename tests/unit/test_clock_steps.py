@@ -54,6 +54,27 @@ def test_step_back_deletes_nothing_and_unlinks_renamed_files(tmp_path: Path) -> 
     assert not list((tmp_path / "t-0").glob("*.deleted"))
 
 
+def test_a_time_read_before_the_renames_of_the_same_pass_keeps_their_delay(
+        tmp_path: Path) -> None:
+    """run_retention reads `now` once, then renames: files renamed a few ms after that
+    `now` are not taken for a step back, and wait their whole file.delete.delay.ms."""
+    wall = SteppedClock(10_000_000)
+    log = _log(tmp_path, wall, retention_ms=60_000, file_delete_delay_ms=60_000)
+    for _ in range(5):
+        _append(log, wall.now_ms - 120_000)
+    for _ in range(5):
+        _append(log, wall.now_ms)
+    log.set_high_watermark(log.log_end_offset)
+    before = wall.now_ms
+    wall.now_ms += 15  # the renames come a little after the pass read its time
+    assert log.delete_old_segments() > 0
+    assert log.delete_pending_files(now_ms=before) == 0
+    assert list((tmp_path / "t-0").glob("*.deleted"))
+    wall.now_ms += 60_000
+    assert log.delete_pending_files() > 0
+    assert not list((tmp_path / "t-0").glob("*.deleted"))
+
+
 def test_step_back_does_not_hold_a_time_based_flush(tmp_path: Path) -> None:
     wall = SteppedClock(10_000_000)
     manager = LogManager([tmp_path / "d"], LogConfig(flush_ms=1_000), "MkU3OEVBNTcwNTJENDM2Qk", 1,
