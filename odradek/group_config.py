@@ -17,7 +17,8 @@ group does not set). The share-group keys (KIP-932, docs/share_groups.md):
 `share.auto.offset.reset` (latest|earliest: where a share partition starts
 when the group first reads it), `share.record.lock.duration.ms`,
 `share.session.timeout.ms`, `share.heartbeat.interval.ms`, each defaulting to
-its broker key (`group.share.*`).
+its broker key (`group.share.*`), and `share.isolation.level`
+(read_uncommitted|read_committed, a group key only, as in Kafka).
 
 DescribeConfigs of a group lists every group key: its own value (source
 GROUP_CONFIG) or the broker's (DEFAULT_CONFIG), each with itself as its one
@@ -48,6 +49,7 @@ SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
 SHARE_LOCK_DURATION = "share.record.lock.duration.ms"
 SHARE_SESSION_TIMEOUT = "share.session.timeout.ms"
 SHARE_HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
+SHARE_ISOLATION_LEVEL = "share.isolation.level"
 
 # group key -> (its definition, the broker key that gives its default, if any)
 GROUP_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
@@ -75,6 +77,11 @@ GROUP_CONFIGS: dict[str, tuple[ConfigDef, str | None]] = {
         SHARE_HEARTBEAT_INTERVAL, ConfigType.INT, 5000,
         "The heartbeat interval given to the members of a share group.",
         Importance.MEDIUM, at_least(1)), "group.share.heartbeat.interval.ms"),
+    SHARE_ISOLATION_LEVEL: (ConfigDef(
+        SHARE_ISOLATION_LEVEL, ConfigType.STRING, "read_uncommitted",
+        "What a share group delivers of transactional records: read_committed stops "
+        "at the last stable offset and never delivers aborted transactions' records.",
+        Importance.MEDIUM, one_of("read_uncommitted", "read_committed")), None),
 }
 
 _BOUNDS = {

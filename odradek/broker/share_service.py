@@ -18,7 +18,12 @@ from ..configdef import ConfigError
 from ..coordinator.share_partition import ShareLimits
 from ..coordinator.share_partitions import SharePartitionManager
 from ..coordinator.share_state_store import DIR_NAME, ShareStateStore
-from ..group_config import SHARE_AUTO_OFFSET_RESET, SHARE_LOCK_DURATION, group_values
+from ..group_config import (
+    SHARE_AUTO_OFFSET_RESET,
+    SHARE_ISOLATION_LEVEL,
+    SHARE_LOCK_DURATION,
+    group_values,
+)
 from ..metadata import records as R
 from ..metadata.image import MetadataImage
 from .share_session import ShareSessionCache
@@ -30,6 +35,7 @@ class ShareGroupSettings:
     lock_duration_ms: int = 30_000
     delivery_count_limit: int = 5
     max_in_flight: int = 2000
+    read_committed: bool = False  # share.isolation.level
 
 
 class ShareService:
@@ -54,7 +60,8 @@ class ShareService:
             auto_offset_reset=values[SHARE_AUTO_OFFSET_RESET],
             lock_duration_ms=values[SHARE_LOCK_DURATION],
             delivery_count_limit=self.config.get("group.share.delivery.count.limit"),
-            max_in_flight=self.config.get("group.share.partition.max.record.locks"))
+            max_in_flight=self.config.get("group.share.partition.max.record.locks"),
+            read_committed=values[SHARE_ISOLATION_LEVEL] == "read_committed")
 
     def on_metadata(self, old: MetadataImage, new: MetadataImage, records: Any) -> None:
         """A deleted topic takes the share groups' state of its partitions with it."""

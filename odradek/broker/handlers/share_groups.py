@@ -243,7 +243,8 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
                 code = _acknowledge(broker, group, member, target, p.acknowledgement_batches)
                 answers[(t.topic_id, p.partition_index)] = _fetch_partition(
                     p.partition_index, ack_code=code, part=target.part)
-    lock_ms = broker.share.group_config(group).lock_duration_ms
+    settings = broker.share.group_config(group)
+    lock_ms = settings.lock_duration_ms
     if epoch == FINAL_EPOCH:
         _close(broker, key)
         return _fetch_answer(answers, lock_ms)
@@ -258,7 +259,7 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
                        tid, idx) for tid, idx in session.partitions]
     while True:
         got, keys = _acquire_all(broker, group, member, targets, answers, max_records,
-                                 max_bytes)
+                                 max_bytes, settings.read_committed)
         remaining = deadline - time.monotonic()
         if got or answers or remaining <= 0 or not keys:
             break
@@ -281,9 +282,13 @@ def _fetch_answer(answers: dict[tuple[uuid.UUID, int], dict[str, Any]],
 
 def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_Target],
                  answers: dict[tuple[uuid.UUID, int], dict[str, Any]], max_records: int,
-                 max_bytes: int) -> tuple[int, list[tuple[str, int]]]:
+                 max_bytes: int, read_committed: bool = False
+                 ) -> tuple[int, list[tuple[str, int]]]:
     """Acquire records on every session partition this node leads; the records
-    acquired, and the partitions to wait on when there were none."""
+    acquired, and the partitions to wait on when there were none. Under
+    `share.isolation.level=read_committed` a share partition reads up to the last
+    stable offset and archives the records of aborted transactions, as it does
+    transaction markers: they are never delivered (Kafka's SharePartition)."""
     now = broker.share.clock_ms()
     got = 0
     total_bytes = 0
@@ -306,7 +311,7 @@ def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_
         plog = target.part.log
         sp.skip_below(plog.log_start_offset)
         sp.expire_locks(now)
-        hw = plog.high_watermark
+        hw = plog.last_stable_offset if read_committed else plog.high_watermark
         keys.append((target.name, target.index))
         first = sp.first_acquirable(hw)
         data = b""
@@ -321,7 +326,10 @@ def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_
             except OffsetOutOfRange:  # retention moved the log start meanwhile
                 data = b""
             headers = list(iter_batch_headers(data))
-            runs = sp.acquire(member, [(h.base_offset, h.last_offset, h.is_control)
+            skip = (aborted_batches(headers, plog.collect_aborted_txns(first, hw))
+                    if read_committed else frozenset())
+            runs = sp.acquire(member, [(h.base_offset, h.last_offset,
+                                        h.is_control or h.position in skip)
                                        for h in headers], max_records - got, now)
             if runs:
                 last = runs[-1][1]
@@ -341,6 +349,28 @@ def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_
             answer["records"] = data
             answer["acquired_records"] = _fetch_partition(0, acquired=runs)["acquired_records"]
     return got, keys
+
+
+def aborted_batches(headers: list[Any], aborted: list[Any]) -> frozenset[int]:
+    """The positions of the batches in `headers` (in offset order) that belong to
+    the `aborted` transactions (producer id, first offset): a transactional
+    batch of a producer whose aborted transaction began at or before it, until
+    that producer's marker, as a read_committed consumer filters them."""
+    if not aborted:
+        return frozenset()
+    pending = sorted(aborted, key=lambda t: t.first_offset)
+    active: set[int] = set()
+    out: set[int] = set()
+    i = 0
+    for h in headers:
+        while i < len(pending) and pending[i].first_offset <= h.last_offset:
+            active.add(pending[i].producer_id)
+            i += 1
+        if h.is_control:
+            active.discard(h.producer_id)  # the abort marker ends the transaction
+        elif h.is_transactional and h.producer_id in active:
+            out.add(h.position)
+    return frozenset(out)
 
 
 async def handle_share_acknowledge(broker: ShareServices, ctx: RequestContext,
