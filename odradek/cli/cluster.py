@@ -4,7 +4,7 @@
                        [--controller-port P] [--first-broker-id 1] [--first-controller-id 100]
                        [--racks r1,r2,...] [--processes-per-host K] [--override KEY=VALUE ...]
                        [--node-override ID:KEY=VALUE ...] [--combined]
-                       [--sasl-ssl [--admin-password PW]]
+                       [--sasl-ssl [--admin-password PW]] [--dynamic-quorum]
     odradek cluster status --data-dir DIR [-o json]
     odradek cluster down --data-dir DIR [--timeout S]
 
@@ -25,6 +25,15 @@ controller (`process.roles=broker,controller`) and no separate controller runs.
 The dirs are formatted first (`odradek storage format`) with one cluster id. Every
 port is checked free before anything starts. Ctrl-C (or SIGTERM, or `cluster down`)
 stops every node, brokers first (a controlled shutdown each), the controllers last.
+
+With `--dynamic-quorum` the metadata quorum is KIP-853's dynamic one, as Kafka's
+quick start makes it: the first controller is formatted `--standalone` (the only
+voter), the others `--no-initial-controllers`; every node finds the quorum
+through `controller.quorum.bootstrap.servers`, and once the brokers are up each
+other controller is added with `odradek metadata-quorum add-controller` when it
+has caught up as an observer. Each controller's settings are then in
+DIR/<name>.properties, the file `add-controller` and `remove-controller` take.
+A second `up` on the same dir formats nothing and adds nobody already a voter.
 
 `up` writes DIR/cluster.json (cli/cluster_state.py); `status` reads it and shows
 each node's process and port, exit 0 when every node is up, 1 otherwise; `down`
@@ -72,10 +81,12 @@ STOP_TIMEOUT_S = 20.0
 def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
                    voters: str, data_dir: Path, cluster_id: str,
                    secured: bool = False, rack: str | None = None,
-                   extra: list[tuple[str, str]] | None = None) -> list[str]:
+                   extra: list[tuple[str, str]] | None = None,
+                   dynamic: bool = False) -> list[str]:
     """The `--override` arguments of one node (with `secured`, the listeners'
     names and protocols; the other security keys are in the `-c` file); `extra`
-    (the user's overrides) come last and win."""
+    (the user's overrides) come last and win. With `dynamic`, `voters` are the
+    controllers' endpoints for `controller.quorum.bootstrap.servers` (KIP-853)."""
     name = LISTENER if secured else "PLAINTEXT"
     broker_listener = f"{name}://{HOST}:{port}"
     controller_listener = f"CONTROLLER://{HOST}:{controller_port}"
@@ -89,7 +100,8 @@ def node_overrides(node_id: int, roles: str, port: int, controller_port: int,
         "node.id": str(node_id),
         "listeners": listeners,
         "controller.listener.names": "CONTROLLER",
-        "controller.quorum.voters": voters,
+        ("controller.quorum.bootstrap.servers" if dynamic
+         else "controller.quorum.voters"): voters,
         "listener.security.protocol.map": (f"CONTROLLER:SASL_SSL,{LISTENER}:SASL_SSL" if secured
                                            else "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"),
         "log.dirs": str(data_dir),
@@ -136,6 +148,8 @@ def plan(args: argparse.Namespace) -> tuple[list[Node], dict[int, int], dict[int
         raise UsageError("--brokers must be at least 1")
     if args.controllers < 1 or (args.combined and args.controllers != 1):
         raise UsageError("--controllers must be at least 1 (exactly 1 with --combined)")
+    if getattr(args, "dynamic_quorum", False) and args.combined:
+        raise UsageError("--dynamic-quorum needs separate controllers (not --combined)")
     if args.first_broker_id < 0 or args.first_controller_id < 0:
         raise UsageError("node ids must not be negative")
     controller_port = (args.controller_port if args.controller_port is not None
@@ -242,7 +256,9 @@ def run_up(args: argparse.Namespace) -> int:
     base = Path(args.data_dir or tempfile.mkdtemp(prefix="odradek-cluster-"))
     base.mkdir(parents=True, exist_ok=True)
     cluster_id = args.cluster_id or random_uuid()
-    voters = ",".join(f"{n}@{HOST}:{port}" for n, port in controller_ports.items())
+    dynamic = bool(getattr(args, "dynamic_quorum", False))
+    voters = (",".join(f"{HOST}:{port}" for port in controller_ports.values()) if dynamic
+              else ",".join(f"{n}@{HOST}:{port}" for n, port in controller_ports.items()))
     controller_port = min(controller_ports.values())
     security = None
     if args.sasl_ssl:
@@ -251,12 +267,35 @@ def run_up(args: argparse.Namespace) -> int:
             print(f"error: --admin-password {problem}", file=sys.stderr)
             return 1
         security = cluster_security.prepare(base, args.admin_password)
-        for name, _node_id, roles, _port in nodes:
-            if "controller" in roles:
-                cluster_security.bootstrap_admin(security, base / name)
     elif args.admin_password is not None:
         print("error: --admin-password goes with --sasl-ssl", file=sys.stderr)
         return 1
+
+    def overrides_of(node_id: int, roles: str, port: int) -> list[str]:
+        return node_overrides(
+            node_id, roles, port, controller_ports.get(node_id, controller_port), voters,
+            base / name_of[node_id], cluster_id, secured=security is not None,
+            rack=rack_of.get(node_id), extra=common + per_node.get(node_id, []),
+            dynamic=dynamic)
+
+    name_of = {node_id: name for name, node_id, _, _ in nodes}
+    properties: dict[int, Path] = {}
+    if dynamic:
+        first_controller = min(controller_ports)
+        for name, node_id, roles, port in nodes:
+            if "controller" not in roles:
+                continue
+            properties[node_id] = _write_node_properties(
+                base / f"{name}.properties", security, overrides_of(node_id, roles, port))
+            problem = _format_dynamic(properties[node_id], base / name, cluster_id,
+                                      node_id == first_controller)
+            if problem:
+                print(f"error: {name}: {problem}", file=sys.stderr)
+                return 1
+    if security is not None:
+        for name, _node_id, roles, _port in nodes:
+            if "controller" in roles:
+                cluster_security.bootstrap_admin(security, base / name)
     procs: list[tuple[str, subprocess.Popen[bytes]]] = []
     stop = False
 
@@ -269,11 +308,13 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         for name, node_id, roles, port in nodes:
             data_dir = base / name
-            config = ["-c", str(security.server_properties)] if security else []
-            cmd = [sys.executable, "-m", "odradek", "server", *config, *node_overrides(
-                node_id, roles, port, controller_ports.get(node_id, controller_port), voters,
-                data_dir, cluster_id, secured=security is not None,
-                rack=rack_of.get(node_id), extra=common + per_node.get(node_id, []))]
+            if node_id in properties:  # the settings are in its file (dynamic quorum)
+                args_of: list[str] = ["-c", str(properties[node_id])]
+            else:
+                config = ["-c", str(security.server_properties)] if security else []
+                args_of = [*config, *overrides_of(node_id, roles, port)]
+            assert data_dir == base / name_of[node_id]
+            cmd = [sys.executable, "-m", "odradek", "server", *args_of]
             if name.startswith("host-"):
                 cmd += ["--processes", str(per_host)]
             log_file = open(base / f"{name}.log", "ab")  # noqa: SIM115 - the child keeps it
@@ -299,6 +340,9 @@ def run_up(args: argparse.Namespace) -> int:
                       rack_of.get(node_id))
             for (name, node_id, roles, port), (_, proc) in zip(nodes, procs)])
         state.write()
+        for node_id, path in properties.items():
+            if node_id != first_controller:
+                _add_voter(brokers[0], path, security, name_of[node_id])
         print(f"cluster {cluster_id} up; bootstrap servers: {','.join(brokers)}")
         print(f"data dir {base}: `odradek cluster status --data-dir {base}`, "
               f"`odradek cluster down --data-dir {base}`")
@@ -335,6 +379,55 @@ def run_up(args: argparse.Namespace) -> int:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait()
+
+
+def _write_node_properties(path: Path, security: Any, overrides: list[str]) -> Path:
+    """A controller's settings as a properties file: the security keys (if any),
+    then its generated and user settings (`--override K=V` pairs), last wins."""
+    lines = []
+    if security is not None:
+        lines.append(security.server_properties.read_text())
+    lines += [f"{kv}\n" for flag, kv in zip(overrides[::2], overrides[1::2])
+              if flag == "--override"]
+    path.write_text("".join(lines))
+    return path
+
+
+def _format_dynamic(properties: Path, data_dir: Path, cluster_id: str,
+                    standalone: bool) -> str | None:
+    """`odradek storage format` of a controller for a dynamic quorum; the error
+    text, or None (an already formatted dir is left as it is)."""
+    if (data_dir / "meta.properties").exists():
+        return None
+    done = subprocess.run(
+        [sys.executable, "-m", "odradek", "storage", "format", "-t", cluster_id,
+         "-c", str(properties), "--standalone" if standalone else "--no-initial-controllers"],
+        capture_output=True, text=True, timeout=READY_TIMEOUT_S, check=False)
+    if done.returncode != 0:
+        return f"storage format failed: {(done.stderr or done.stdout).strip()}"
+    return None
+
+
+def _add_voter(bootstrap: str, properties: Path, security: Any, name: str) -> None:
+    """Make a controller a voter with `metadata-quorum add-controller`, retried
+    while it is still catching up (REQUEST_TIMED_OUT); a voter already is fine."""
+    command = [sys.executable, "-m", "odradek", "metadata-quorum", "--bootstrap-server",
+               bootstrap]
+    if security is not None:
+        command += ["--command-config", str(security.admin_properties)]
+    command += ["add-controller", "--controller-config", str(properties)]
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    last = ""
+    while time.monotonic() < deadline:
+        done = subprocess.run(command, capture_output=True, text=True,
+                              timeout=READY_TIMEOUT_S, check=False)
+        last = (done.stderr or done.stdout).strip()
+        if done.returncode == 0 or "duplicate_voter" in last.lower():
+            print(f"{name}: a voter of the metadata quorum")
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"{name} could not be added as a voter in "
+                       f"{READY_TIMEOUT_S:.0f} s: {last}")
 
 
 def run_status(args: argparse.Namespace) -> int:
@@ -419,6 +512,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     up.add_argument("--sasl-ssl", action="store_true",
                     help="SASL_SSL everywhere: generated certificates, ACLs, a SCRAM user "
                          "admin; prints the --command-config file")
+    up.add_argument("--dynamic-quorum", action="store_true",
+                    help="a KIP-853 dynamic quorum: the first controller formatted "
+                         "--standalone, the others added as voters once caught up")
     up.add_argument("--admin-password", help="with --sasl-ssl: the admin's password on the "
                     "first run (default: random, in DIR/security/admin.properties)")
     up.set_defaults(handler=run_up)
