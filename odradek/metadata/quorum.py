@@ -320,8 +320,12 @@ class MetadataQuorum:
         end = headers[-1].position + headers[-1].size
         chunk = data[start:end]
         shifted = [h for h in batches.iter_batch_headers(chunk)]
+        # Not fsynced (Kafka's KafkaRaftClient flushes a follower's append only
+        # on a voter, or a node that may become one): an observer's copy is
+        # committed on the controllers already, a torn tail is cut at load
+        # (no recovery point: the trailing segments are CRC-checked) and
+        # fetched again. A rolled segment is still flushed (local_log.roll).
         self._log.append_as_follower(chunk, shifted)
-        self._log.flush()
         self._log.high_watermark = self._log.log_end_offset
         count = 0
         for h in shifted:

@@ -27,7 +27,12 @@ from ..metadata import directories as D
 from ..metadata import image as img
 from ..metadata import records as R
 from ..metadata.elr import enabled as elr_enabled
-from ..storage.log import PartitionLog, kafka_uuid_string, parse_kafka_uuid
+from ..storage.log import (
+    PartitionLog,
+    kafka_uuid_string,
+    parse_kafka_uuid,
+    write_leader_epochs,
+)
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
 from .purgatory import FetchPurgatory
@@ -100,6 +105,8 @@ class ReplicaManager:
             r["type"] == R.CONFIG and r["resource_type"] == R.RESOURCE_BROKER
             and r["resource_name"] in ("", str(self.node_id)) for r in records)
         went_offline: list[str] = []
+        # new leaderships: their leader-epoch checkpoints are written together below
+        new_epochs: list[Partition] = []
         assignments_before = len(self.pending_assignments)
         for name, topic in new.topics_by_name.items():
             before = old.topics_by_name.get(name)
@@ -130,7 +137,7 @@ class ReplicaManager:
                         pimg.isr, pimg.replicas, partition_epoch=pimg.partition_epoch,
                     )
                     self.partitions[key] = part
-                    self._on_leadership(part)
+                    self._on_leadership(part, new_epochs)
                 else:
                     if not (pimg.leader_epoch == part.leader_epoch
                             and pimg.partition_epoch < part.partition_epoch):
@@ -143,8 +150,10 @@ class ReplicaManager:
                     part.replicas = pimg.replicas
                     if name in changed_configs or every_config:
                         part.log.update_config(config)
-                    self._on_leadership(part)
+                    self._on_leadership(part, new_epochs)
                 self._check_directory(part, directory)
+        if new_epochs:
+            self._write_epochs(new_epochs)
         if went_offline:
             log.error(
                 "Partitions %s are assigned to a log dir that is not online (offline log "
@@ -188,22 +197,39 @@ class ReplicaManager:
         log.info("%s-%d: no longer a replica here: deleted the local log",
                  part.topic, part.partition)
 
-    def _on_leadership(self, part: Partition) -> None:
+    def _on_leadership(self, part: Partition, new_epochs: list[Partition] | None = None) -> None:
         """As leader, the epoch starts at the log end offset (the leader epoch
         cache); as the only ISR member, the high watermark is the log end offset
         (the checkpointed one was read at load and is only ever lower), unless
         that ISR is below min.insync.replicas under KIP-966's strict rule: a
-        leader elected from the ELR exposes nothing new alone."""
+        leader elected from the ELR exposes nothing new alone.
+
+        With `new_epochs` (a metadata change), a new epoch's checkpoint file is
+        left to `_write_epochs`, which writes those of the whole change together
+        before the change returns (nothing is appended in between: all of it
+        runs in one turn of the event loop)."""
         if part.leader != self.node_id or part.log.offline:
             return
         try:
-            part.log.assign_leader_epoch(part.leader_epoch)
+            deferred = part.log.assign_leader_epoch(part.leader_epoch,
+                                                    defer_write=new_epochs is not None)
+            if deferred and new_epochs is not None:
+                new_epochs.append(part)
         except OSError as e:
             log.error("%s-%d: %s", part.topic, part.partition, e)
             return
         if part.isr == (self.node_id,) and not (
                 self.strict_min_isr and part.log.config.min_insync_replicas > 1):
             part.log.set_high_watermark(part.log.log_end_offset)
+
+    def _write_epochs(self, parts: list[Partition]) -> None:
+        """The leader-epoch checkpoints of the leaderships one metadata change
+        gave this node, with their fsyncs together (Kafka writes each at once,
+        one after another): a broker taking over N partitions waits about one
+        checkpoint write, not N. Each file is as durable, before any append in
+        its epoch, as a write of its own would make it."""
+        for error in write_leader_epochs([p.log for p in parts]):
+            log.error("%s", error)
 
     def load_from_image(self, image: img.MetadataImage) -> None:
         self.on_metadata(img.MetadataImage(), image, [])

@@ -46,6 +46,7 @@ from odradek.storage.checkpoint import (
     CorruptCheckpoint,
     read_checkpoint_lines,
     write_checkpoint_lines,
+    write_checkpoints,
 )
 
 LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
@@ -192,3 +193,15 @@ class LeaderEpochFileCache(LeaderEpochCache):
         write_checkpoint_lines(
             self.path, [f"{e} {o}" for e, o in zip(self._epochs, self._offsets)]
         )
+
+
+def write_deferred_together(caches: list[LeaderEpochFileCache]) -> dict[Path, OSError]:
+    """`write_deferred` of many caches in one `write_checkpoints` call (the
+    leaderships one metadata change gives this broker: their fsyncs go
+    together). Returns the checkpoint files that failed, with their error."""
+    files: list[tuple[Path, list[str]]] = []
+    for cache in caches:
+        written, cache._written = cache._written, None
+        if written is not None and written != cache.entries:
+            files.append((cache.path, [f"{e} {o}" for e, o in cache.entries]))
+    return write_checkpoints(files)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from odradek.protocol.records import BatchHeader, assign_offsets
 from odradek.storage import producer_log
+from odradek.storage.leader_epoch import write_deferred_together
 from odradek.storage.local_log import (
     KAFKA_STORAGE_ERROR,
     LONG_MAX,
@@ -173,11 +174,19 @@ class PartitionLog(LocalLog):
         hw = self.high_watermark
         return hw if first_unstable is None or first_unstable > hw else first_unstable
 
-    def assign_leader_epoch(self, leader_epoch: int) -> None:
+    def assign_leader_epoch(self, leader_epoch: int, defer_write: bool = False) -> bool:
         """Becoming leader in ``leader_epoch``: it starts at the log end offset
-        (Kafka's ``Partition.makeLeader``)."""
-        if leader_epoch > self.leader_epoch_cache.latest_epoch():
-            self._io(self.leader_epoch_cache.assign, leader_epoch, self.log_end_offset)
+        (Kafka's ``Partition.makeLeader``). With ``defer_write`` the checkpoint
+        file is not written here: the caller passes this log to
+        `write_leader_epochs` before anything is appended in the epoch. True
+        if the epoch was new."""
+        cache = self.leader_epoch_cache
+        if leader_epoch <= cache.latest_epoch():
+            return False
+        if defer_write:
+            cache.defer_writes()
+        self._io(cache.assign, leader_epoch, self.log_end_offset)
+        return True
 
     # -- appends ---------------------------------------------------------------------------------
     def append_as_leader(
@@ -422,3 +431,11 @@ class PartitionLog(LocalLog):
 
 
 
+def write_leader_epochs(logs: list[PartitionLog]) -> list[KafkaStorageError]:
+    """The leader-epoch checkpoints `assign_leader_epoch(defer_write=True)`
+    left unwritten, written together (storage/checkpoint.write_checkpoints:
+    one wait for all their fsyncs). A log whose file failed has its log dir
+    taken offline as its own write would have; its error is returned."""
+    by_path = {log.leader_epoch_cache.path: log for log in logs}
+    failed = write_deferred_together([log.leader_epoch_cache for log in logs])
+    return [by_path[path]._storage_error(error) for path, error in failed.items()]

@@ -60,8 +60,9 @@ class OfflinePartitionLog(PartitionLog):
     def set_high_watermark(self, offset: int) -> int:
         return self.high_watermark
 
-    def assign_leader_epoch(self, leader_epoch: int) -> None:
+    def assign_leader_epoch(self, leader_epoch: int, defer_write: bool = False) -> bool:
         self._check_online()
+        return False
 
     def truncate_to(self, offset: int) -> bool:
         self._check_online()

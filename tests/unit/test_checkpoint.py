@@ -11,6 +11,7 @@ from odradek.storage.checkpoint import (
     OffsetCheckpointFile,
     read_checkpoint_lines,
     write_checkpoint_lines,
+    write_checkpoints,
 )
 
 
@@ -77,3 +78,20 @@ def test_generic_lines_for_leader_epoch_style_files(tmp_path: Path) -> None:
 def test_topic_names_with_whitespace_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         OffsetCheckpointFile(tmp_path / "cp").write({("bad topic", 0): 1})
+
+
+def test_many_files_written_together(tmp_path: Path) -> None:
+    files = [(tmp_path / f"p{i}" / "leader-epoch-checkpoint", ["0 0", f"{i + 1} {i * 10}"])
+             for i in range(20)]
+    for path, _ in files:
+        path.parent.mkdir()
+    files.append((tmp_path / "gone" / "leader-epoch-checkpoint", ["0 0"]))  # no such dir
+    failed = write_checkpoints(files)
+    assert list(failed) == [tmp_path / "gone" / "leader-epoch-checkpoint"]
+    for path, lines in files[:-1]:
+        assert read_checkpoint_lines(path) == lines
+        assert not path.with_name(path.name + ".tmp").exists()
+    # rewritten: the new content replaces the old
+    assert write_checkpoints([(files[0][0], ["5 7"]), (files[1][0], [])]) == {}
+    assert read_checkpoint_lines(files[0][0]) == ["5 7"]
+    assert read_checkpoint_lines(files[1][0]) == []
