@@ -171,6 +171,19 @@ def test_limit_keys_parse_with_kafka_defaults_and_overrides():
     assert c.listener_max_connections("CONTROLLER") == 100
 
 
+def test_queued_request_pool_is_kafkas_key_when_set_else_odradeks_bound():
+    # Kafka's -1 (no limit) stays the key's default; odradek's own bound applies
+    # then, so parked produce requests cannot grow the broker until it is killed.
+    assert BrokerConfig.from_properties({}).queued_request_max_bytes == 512 * 1024 * 1024
+    kafka = BrokerConfig.from_properties({"queued.max.request.bytes": str(200 * 1024 * 1024)})
+    assert kafka.queued_request_max_bytes == 200 * 1024 * 1024
+    off = BrokerConfig.from_properties({"odradek.queued.max.request.bytes": "-1"})
+    assert off.queued_request_max_bytes == -1
+    small = BrokerConfig.from_properties({"odradek.queued.max.request.bytes": "1000",
+                                          "socket.request.max.bytes": "1048576"})
+    assert small.queued_request_max_bytes == 1048576  # one request always fits
+
+
 def test_connection_creation_rates_kip_612():
     from odradek.broker.connection_limits import CreationRates
     from odradek.metadata import client_quotas as Q
