@@ -265,6 +265,13 @@ _DEFS: list[ConfigDef] = [
     _d("queued.max.request.bytes", L, -1, "Bytes of requests read but not yet answered, "
        "across all connections, past which no socket is read (-1 or 0: no limit; else at "
        "least socket.request.max.bytes).", MEDIUM),
+    _d("odradek.queued.max.request.bytes", L, 512 * 1024 * 1024, "odradek only: the "
+       "queued.max.request.bytes pool that applies while queued.max.request.bytes is -1 "
+       "or 0 (Kafka's default, no limit): bytes of requests read and not yet answered "
+       "(produce requests parked for acks=all, requests queued behind a busy partition), "
+       "all connections together, past which no socket is read, so that the broker sheds "
+       "load instead of growing until it is killed. -1 or 0: no limit (Kafka's "
+       "behaviour); a value below socket.request.max.bytes is raised to it.", MEDIUM),
     _d("max.incremental.fetch.session.cache.slots", I, 1000, "Most incremental fetch "
        "sessions (KIP-227) the broker keeps.", MEDIUM, at_least(0)),
     _d("odradek.fetch.memory.max.bytes", L, 512 * 1024 * 1024, "odradek only: bytes of "

@@ -463,6 +463,17 @@ class BrokerConfig:
         return self._int("connections.max.idle.ms")
 
     @property
+    def queued_request_max_bytes(self) -> int:
+        """The pool of requests read and not yet answered: `queued.max.request.bytes`
+        when set, else odradek's own bound, raised to one request's most
+        (`socket.request.max.bytes`) as Kafka requires of its key (<= 0: none)."""
+        queued = self._int("queued.max.request.bytes")
+        if queued > 0:
+            return queued
+        own = self._int("odradek.queued.max.request.bytes")
+        return max(own, self.socket_request_max_bytes) if own > 0 else own
+
+    @property
     def queued_max_requests(self) -> int:
         return self._int("queued.max.requests")
 

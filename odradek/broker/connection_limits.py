@@ -39,6 +39,14 @@ ConnectionQuotas, Selector's idle expiry, the request memory pool):
   reserved (until the pool is full again); one at a request boundary is read
   again. So the pool exceeds the limit by at most one request plus one read
   per connection, and every request reserved is read to its end.
+  While `queued.max.request.bytes` is -1 (Kafka's default),
+  `odradek.queued.max.request.bytes` (512 MiB) is the pool's limit: produce
+  requests parked for acks=all, and those queued behind them, would otherwise
+  grow the broker until it is killed. Connections of a controller listener,
+  and a connection once a follower has fetched on it (authorized for
+  CLUSTER_ACTION), are not counted and never paused for the pool: the
+  followers' fetches are what completes the parked produce requests, so they
+  must not wait for the pool those requests fill.
 
 Connection creation rates (KIP-612), measured as Kafka's quota `Rate` over
 `quota.window.num` windows of `quota.window.size.seconds`:
@@ -197,12 +205,16 @@ class RequestBytesAccount:
     its whole size once reserved (or, let in from the wait, a first read's
     worth until its size is known), else the bytes of it buffered so far."""
 
-    __slots__ = ("complete_bytes", "conn", "next_frame_bytes", "pool", "reserved_bytes",
-                 "reserving", "unreserved_bytes")
+    __slots__ = ("complete_bytes", "conn", "exempt", "next_frame_bytes", "pool",
+                 "reserved_bytes", "reserving", "unreserved_bytes")
 
-    def __init__(self, pool: QueuedRequestBytes, conn: LimitedConnection) -> None:
+    def __init__(self, pool: QueuedRequestBytes, conn: LimitedConnection,
+                 exempt: bool = False) -> None:
         self.pool = pool
         self.conn = conn
+        # not counted: a controller listener's connection, or a follower's
+        # (exempt_from_pool); replication and the quorum never wait for the pool
+        self.exempt = exempt
         self.complete_bytes = 0
         self.reserved_bytes = 0
         self.unreserved_bytes = 0
@@ -214,6 +226,8 @@ class RequestBytesAccount:
     def read(self, frames: list[bytes], next_frame_bytes: int | None, buffered: int) -> None:
         """Account a read: `frames` it completed, then what is left buffered
         (`next_frame_bytes`: that request's whole size once its prefix is in)."""
+        if self.exempt:
+            return
         pool = self.pool
         self.next_frame_bytes = next_frame_bytes
         before, unreserved_before = self.complete_bytes + self.reserved_bytes, \
@@ -251,9 +265,20 @@ class RequestBytesAccount:
 
     def answered(self, request_bytes: int) -> None:
         """A request of `request_bytes` (size prefix included) was handled."""
+        if self.exempt:
+            return
         self.complete_bytes -= request_bytes
         assert self.complete_bytes >= 0
         self.pool.change(-request_bytes)
+
+    def exempt_from_pool(self) -> None:
+        """Leave the pool for good: what this connection holds is given back and
+        it is read again if the pool had paused it."""
+        if self.exempt:
+            return
+        self.close()
+        self.exempt = True
+        self.conn.resume_reading_for("memory")
 
     def close(self) -> None:
         held, unreserved = self.complete_bytes + self.reserved_bytes, self.unreserved_bytes
@@ -362,7 +387,7 @@ class ConnectionLimits:
         self.creation = CreationRates(config, names, [inter_broker, *controller], ip_quotas)
         self._controller_listeners = frozenset(controller)
         self.idle_ms: int = config.get("connections.max.idle.ms")
-        self.queued = QueuedRequestBytes(config.get("queued.max.request.bytes"))
+        self.queued = QueuedRequestBytes(config.queued_request_max_bytes)
         # Admitted connections, oldest activity first is found by a scan (rare).
         self.connections: set[LimitedConnection] = set()
         self._sweep: asyncio.TimerHandle | None = None
@@ -469,7 +494,8 @@ class ConnectionLimits:
             self._sweep = None
 
     def account(self, conn: LimitedConnection) -> RequestBytesAccount:
-        return RequestBytesAccount(self.queued, conn)
+        return RequestBytesAccount(self.queued, conn,
+                                   exempt=conn.listener in self._controller_listeners)
 
     def _log(self, reason: str, msg: str, *args: object) -> None:
         now = time.monotonic()

@@ -1,5 +1,9 @@
 """The memory budget of consumer fetch answers (`odradek.fetch.memory.max.bytes`).
 
+ShareFetch answers (handlers/share_groups.py) draw from the same budget, the
+same way: a share fetch acquires records only up to what is available (at
+least one batch), so records it could not hold stay available to others.
+
 Theory of operation. A consumer's Fetch answer holds the record bytes it read
 (up to the request's `fetch.max.bytes`, 50 MiB by default in Kafka's clients)
 from the moment the handler reads them until the network layer has handed the

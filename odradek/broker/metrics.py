@@ -147,13 +147,13 @@ class BrokerMetrics:
               ).set_function(lambda: len(broker.replica_manager.partitions))
         self.registry.register(_PartitionCollector(broker))
         memory = broker.fetch_memory
-        Gauge("odradek_fetch_memory_bytes", "Bytes of records consumer Fetch answers hold "
-              "(odradek.fetch.memory.max.bytes)", registry=self.registry
+        Gauge("odradek_fetch_memory_bytes", "Bytes of records consumer Fetch and "
+              "ShareFetch answers hold (odradek.fetch.memory.max.bytes)", registry=self.registry
               ).set_function(lambda: memory.used_bytes)
         Gauge("odradek_fetch_memory_max_bytes", "odradek.fetch.memory.max.bytes (<= 0: none)",
               registry=self.registry).set_function(lambda: memory.max_bytes)
-        Gauge("odradek_fetch_memory_waits", "Consumer fetches that found the fetch memory "
-              "budget spent and waited", registry=self.registry
+        Gauge("odradek_fetch_memory_waits", "Consumer fetches and share fetches that "
+              "found the fetch memory budget spent and waited", registry=self.registry
               ).set_function(lambda: memory.waits)
         progress = broker.log_manager.load_progress
         for name, what, read in (

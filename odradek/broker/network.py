@@ -98,6 +98,8 @@ class KafkaConnection(asyncio.Protocol):
         self.busy = False  # a request of this connection is being handled
         self.limits = broker.connection_limits
         self._request_bytes = self.limits.account(self)
+        # a follower fetches on it: out of the queued request pool (replicating)
+        self.replication = self._request_bytes.exempt
         self._queued_bytes = 0
         self._pauses: set[str] = set()
         self._admitted = False
@@ -192,6 +194,12 @@ class KafkaConnection(asyncio.Protocol):
         for fut in (self._wakeup, self._can_write):
             if fut is not None and not fut.done():
                 fut.set_result(None)
+
+    def replicating(self) -> None:
+        """A follower fetches on this connection (pipeline.py): it leaves the
+        queued request pool, as Kafka's control plane has none."""
+        self.replication = True
+        self._request_bytes.exempt_from_pool()
 
     def hold_until_written(self, release: Callable[[], None]) -> None:
         """Call `release` once the answer being made is written and the write

@@ -64,7 +64,7 @@ from ..protocol.framing import (
 )
 from ..protocol.guard import decode_message
 from ..security.authorizer import AllowAll, Authorizer
-from ..security.resources import ANONYMOUS, CLUSTER_NAME, Principal
+from ..security.resources import ANONYMOUS, CLUSTER_NAME, AclOperation, Principal, ResourceType
 from ..security.sasl import SaslSession
 from .apis import API_TABLE, ApiSpec, Scope
 from .context import RequestContext
@@ -194,11 +194,18 @@ class RequestPipeline:
             return await self._unwrap(header, request, ctx, conn)
         if spec.key in MUTATION_STRICT_SINCE:
             self._mutation_quota(spec, ctx)
-        elif (spec.key == api.ApiKey.FETCH and conn is not None and self.host.client_quotas
-              and replica_id_of(request) < 0):
-            user = ctx.principal.name if ctx.principal.type == "User" else ""
-            ctx.fetch_quota = self.quotas.fetch_quota(self.host.client_quotas, user,
-                                                      ctx.client_id or "")
+        elif spec.key == api.ApiKey.FETCH and conn is not None:
+            if replica_id_of(request) < 0:
+                if self.host.client_quotas:
+                    user = ctx.principal.name if ctx.principal.type == "User" else ""
+                    ctx.fetch_quota = self.quotas.fetch_quota(self.host.client_quotas, user,
+                                                              ctx.client_id or "")
+            elif not getattr(conn, "replication", True) and ctx.authorize(
+                    AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+                # A follower's connection leaves the queued request pool, once:
+                # replication must never wait behind the produce requests that
+                # wait for it (connection_limits.py).
+                conn.replicating()  # type: ignore[attr-defined]
         try:
             handler_started = time.perf_counter()
             data = await spec.handler(self.services, ctx, request)

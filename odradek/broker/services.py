@@ -152,6 +152,8 @@ class ShareServices(GroupServices, Replicas, Protocol):
 
     @property
     def share(self) -> ShareService: ...
+    @property
+    def fetch_memory(self) -> FetchMemory: ...
 
 
 class ProduceServices(Identity, Replicas, Protocol):

@@ -15,6 +15,10 @@
     odradek_remote_read_errors_total                   failed or timed-out remote reads
     odradek_remote_reads_total                         remote reads served
     odradek_remote_read_queue                          remote reads queued or running
+    odradek_remote_index_cache_bytes                   remote index bytes cached in memory
+    odradek_remote_index_cache_max_bytes               remote.log.index.file.cache.total.size.bytes
+    odradek_remote_index_cache_entries                 remote index files cached
+    odradek_remote_index_cache_{hits,misses,evictions}_total
 
 Read when the endpoint is scraped (copy lag: leaders of remote-enabled partitions).
 """
@@ -75,3 +79,21 @@ class RemoteTierCollector(Collector):
             yield CounterMetricFamily(name, doc, value=value)
         yield GaugeMetricFamily("odradek_remote_read_queue", "Remote reads queued or running",
                                 value=reader.pending)
+        cache = reader.cache
+        for name, doc, gauge in (
+            ("odradek_remote_index_cache_bytes", "Remote index bytes cached in memory",
+             cache.size_bytes),
+            ("odradek_remote_index_cache_max_bytes",
+             "remote.log.index.file.cache.total.size.bytes", cache.max_bytes),
+            ("odradek_remote_index_cache_entries", "Remote index files cached", len(cache)),
+        ):
+            yield GaugeMetricFamily(name, doc, value=gauge)
+        for name, doc, value in (
+            ("odradek_remote_index_cache_hits", "Remote index lookups served from memory",
+             cache.hits),
+            ("odradek_remote_index_cache_misses", "Remote index files fetched", cache.misses),
+            ("odradek_remote_index_cache_evictions",
+             "Remote index files evicted (remote.log.index.file.cache.total.size.bytes)",
+             cache.evictions),
+        ):
+            yield CounterMetricFamily(name, doc, value=value)

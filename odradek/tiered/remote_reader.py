@@ -53,17 +53,33 @@ class RemoteRead:
 
 
 class _IndexCache:
+    """Remote segments' `.index` and `.txnindex` bytes, least recently used first
+    out once they take more than `max_bytes` (the last one loaded always stays).
+    Unlike Kafka's RemoteIndexCache, which keeps the files on local disk, these
+    are in memory, so the bound is a memory bound. Counted for the metrics
+    (tiered/metrics.py): bytes and entries held, hits, misses, evictions."""
+
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._items: OrderedDict[tuple[Any, str], bytes] = OrderedDict()
         self._size = 0
         self._lock = threading.Lock()
+        self.hits = self.misses = self.evictions = 0
+
+    @property
+    def size_bytes(self) -> int:
+        return self._size
+
+    def __len__(self) -> int:
+        return len(self._items)
 
     def get(self, key: tuple[Any, str], load: Callable[[], bytes]) -> bytes:
         with self._lock:
             if key in self._items:
                 self._items.move_to_end(key)
+                self.hits += 1
                 return self._items[key]
+            self.misses += 1
         data = load()
         with self._lock:
             if key not in self._items:
@@ -72,6 +88,7 @@ class _IndexCache:
                 while self._size > self.max_bytes and len(self._items) > 1:
                     _, old = self._items.popitem(last=False)
                     self._size -= len(old)
+                    self.evictions += 1
         return data
 
 

@@ -223,7 +223,7 @@ def test_queued_max_request_bytes_bounds_memory_under_a_flood_of_large_requests(
     assert _metric(bounded, "odradek_queued_request_bytes") == 0
     assert_broker_serves(bounded.bootstrap)
     bounded.stop()
-    unbounded = _start(broker_factory, **limits)
+    unbounded = _start(broker_factory, **limits, **{"odradek.queued.max.request.bytes": -1})
     _flood(unbounded, 4, 2, 1000)
     unbounded_growth = _flood(unbounded, 64, 8, 1_000_000)
     unbounded.stop()

@@ -126,6 +126,27 @@ def test_connections_waiting_with_half_a_request_each_do_not_wait_forever():
     assert pool.unreserved_bytes == 0 and pool.used_bytes == 0
 
 
+def test_a_followers_connection_leaves_the_full_pool_and_is_read_again():
+    # The pool is full of parked produce requests; the follower's connection,
+    # at a request boundary, was paused with the rest. Exempted (its fetch was
+    # authorized), it gives back what it held, is read again, and is never
+    # counted or paused after: its fetches are what empties the pool.
+    pool = QueuedRequestBytes(4 * MiB)
+    (_producer, acct_p), (follower, acct_f) = _accounts(pool, 2)
+    acct_f.read([b"f" * 96], None, 0)
+    acct_p.read([], 4 + 5 * MiB, 65536)  # a big produce reserved: the pool is full
+    acct_f.read([], None, 0)
+    assert pool.full and follower.paused == {"memory"}
+    acct_f.exempt_from_pool()
+    assert not follower.paused and pool.used_bytes == 4 + 5 * MiB
+    acct_f.read([b"f" * 96] * 3, 4 + MiB, 100)
+    acct_f.answered(100)
+    assert not follower.paused and pool.used_bytes == 4 + 5 * MiB
+    acct_f.close()
+    acct_p.close()
+    assert pool.used_bytes == 0 and pool.unreserved_bytes == 0
+
+
 def test_pool_without_a_limit_counts_but_never_pauses():
     pool = QueuedRequestBytes(-1)
     [(conn, acct)] = _accounts(pool, 1)
@@ -169,6 +190,19 @@ def test_limit_keys_parse_with_kafka_defaults_and_overrides():
     assert c.max_connections_per_ip_overrides == {"127.0.0.2": 5, "::1": 7, "10.1.2.3": 1}
     assert c.listener_max_connections("PLAINTEXT") == 10
     assert c.listener_max_connections("CONTROLLER") == 100
+
+
+def test_queued_request_pool_is_kafkas_key_when_set_else_odradeks_bound():
+    # Kafka's -1 (no limit) stays the key's default; odradek's own bound applies
+    # then, so parked produce requests cannot grow the broker until it is killed.
+    assert BrokerConfig.from_properties({}).queued_request_max_bytes == 512 * 1024 * 1024
+    kafka = BrokerConfig.from_properties({"queued.max.request.bytes": str(200 * 1024 * 1024)})
+    assert kafka.queued_request_max_bytes == 200 * 1024 * 1024
+    off = BrokerConfig.from_properties({"odradek.queued.max.request.bytes": "-1"})
+    assert off.queued_request_max_bytes == -1
+    small = BrokerConfig.from_properties({"odradek.queued.max.request.bytes": "1000",
+                                          "socket.request.max.bytes": "1048576"})
+    assert small.queued_request_max_bytes == 1048576  # one request always fits
 
 
 def test_connection_creation_rates_kip_612():

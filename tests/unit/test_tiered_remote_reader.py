@@ -136,3 +136,24 @@ def test_a_corrupt_remote_segment_is_an_error_not_an_endless_read(tmp_path) -> N
         asyncio.run(go())
     assert time.monotonic() - started < 4.0
     assert reader.errors == 1 and reader.pending == 0
+
+
+def test_remote_index_cache_stays_within_its_bytes_and_counts_evictions() -> None:
+    from odradek.tiered.remote_reader import _IndexCache
+
+    cache = _IndexCache(max_bytes=3000)
+    loads: list[int] = []
+
+    def load(n: int) -> bytes:
+        loads.append(n)
+        return bytes(1000)
+
+    for n in range(10):  # ten 1000-byte index files through a 3000-byte cache
+        cache.get((n, "index"), lambda n=n: load(n))
+        assert cache.size_bytes <= 3000
+    assert (len(cache), cache.evictions, cache.misses, cache.hits) == (3, 7, 10, 0)
+    cache.get((9, "index"), lambda: load(-1))  # the most recent stays: a hit
+    cache.get((0, "index"), lambda: load(0))  # evicted: fetched again
+    assert (cache.hits, cache.misses, loads.count(0)) == (1, 11, 2)
+    big = _IndexCache(max_bytes=10)  # one file larger than the bound is still served
+    assert big.get(("x", "index"), lambda: bytes(50)) == bytes(50) and len(big) == 1

@@ -18,6 +18,7 @@ the heartbeat; DESCRIBE on each group for the describe.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from typing import Any
@@ -257,15 +258,27 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
     deadline = time.monotonic() + max_wait_ms / 1000.0
     targets = [_Target(broker, _readable(broker, ctx, [tp[0] for tp in session.partitions]),
                        tid, idx) for tid, idx in session.partitions]
+    memory = broker.fetch_memory
     while True:
+        if memory.limited and memory.available() <= 0:
+            # The fetch memory budget, shared with consumer fetches
+            # (fetch_memory.py), is spent: wait for some of it; with none, the
+            # answer holds one batch.
+            await memory.wait_for_room(deadline - time.monotonic())
         got, keys = _acquire_all(broker, group, member, targets, answers, max_records,
-                                 max_bytes, settings.read_committed)
+                                 max(1, min(max_bytes, memory.available())),
+                                 settings.read_committed)
         remaining = deadline - time.monotonic()
         if got or answers or remaining <= 0 or not keys:
             break
         if broker.share.sessions.sessions.get(key) is not session:
             break  # closed or replaced meanwhile
         await broker.replica_manager.purgatory.wait_for_any(keys, min(remaining, LOCK_POLL_S))
+    if memory.limited:  # one sum per answer, not per record
+        held = sum(len(a["records"]) for a in answers.values() if a.get("records"))
+        if held:
+            memory.reserve(held)
+            ctx.release_after_write = functools.partial(memory.release, held)
     return _fetch_answer(answers, lock_ms)
 
 
