@@ -238,6 +238,13 @@ class Broker:
             log.warning("topic %s: loading its logs with default configs: %s", topic, e)
             return self.default_log_config
 
+    def leadership_lease_ok(self) -> bool:
+        """False while this broker may have been fenced unknowingly (its last
+        unfenced heartbeat is older than the session timeout: a pause or a cut
+        from the controller), so another broker may lead its partitions: the
+        coordinators then refuse reads (coordinator/replicated.py)."""
+        return self.lifecycle is None or self.lifecycle.lease_valid()
+
     @property
     def image(self) -> MetadataImage:
         return self.quorum.image

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -128,6 +129,14 @@ class BrokerLifecycle:
         self._shutting_down = False
         self._tasks: list[asyncio.Task[None]] = []
         self.interval_s: float = broker.config.get("broker.heartbeat.interval.ms") / 1000
+        # The leadership lease (coordinator reads, coordinator/replicated.py): the
+        # controller fences this broker `broker.session.timeout.ms` after it last
+        # received a heartbeat, so until (send time of the last heartbeat answered
+        # unfenced) + that timeout no other broker can have been elected in its
+        # place by a fencing. A process paused or cut off past it may be a zombie
+        # leader; it must not answer reads from its possibly stale state.
+        self._session_s: float = broker.config.get("broker.session.timeout.ms") / 1000
+        self.lease_until = 0.0  # time.monotonic()
         # set to send the next heartbeat now (a log dir went offline, KIP-858)
         self._heartbeat_due = asyncio.Event()
 
@@ -344,7 +353,12 @@ class BrokerLifecycle:
             return -1
         return me.epoch
 
+    def lease_valid(self) -> bool:
+        """True while no fencing can have moved this broker's leaderships away."""
+        return time.monotonic() < self.lease_until
+
     async def _heartbeat(self, want_shut_down: bool = False) -> Any:
+        sent = time.monotonic()
         response = await self._call("_heartbeats", api.ApiKey.BROKER_HEARTBEAT, 1, {
             "broker_id": self.broker.node_id, "broker_epoch": self.broker_epoch,
             "current_metadata_offset": self.broker.image.offset,
@@ -357,6 +371,7 @@ class BrokerLifecycle:
         elif code == 0:
             was_fenced = self.fenced
             self.fenced = bool(response.is_fenced)
+            self.lease_until = 0.0 if self.fenced else sent + self._session_s
             if was_fenced and not self.fenced:
                 log.info("unfenced by the controller")
                 self.unfenced.set()
