@@ -492,7 +492,8 @@ def test_records_of_a_killed_consumer_are_redelivered(broker: BrokerProcess) -> 
 
 def test_share_group_over_three_brokers(tmp_path: Path) -> None:
     """Partitions led by three brokers, the group coordinated by one of them: each
-    ShareFetch goes to a partition's leader, which keeps that partition's state."""
+    ShareFetch goes to a partition's leader, which keeps that partition's state
+    with its share coordinator."""
     from tests.integration.cluster_proc import ClusterProcesses
 
     cluster = ClusterProcesses(tmp_path, brokers=3).start()
@@ -520,9 +521,9 @@ def test_share_group_over_three_brokers(tmp_path: Path) -> None:
         for c in members:
             c.close()
         assert sorted(got) == sorted((p, o) for p in range(3) for o in range(100))
-        # each leader wrote the state of its own partition
-        files = [list((tmp_path / f"broker-{n}" / "share_group_state").glob("*.json"))
-                 for n in (1, 2, 3)]
-        assert [len(f) for f in files] == [1, 1, 1]
+        # the state is in __share_group_state (the share coordinator), no file
+        assert cluster.partitions("__share_group_state")
+        assert not list(tmp_path.glob("broker-*/*/share_group_state/*.json"))
+        assert not list(tmp_path.glob("broker-*/share_group_state/*.json"))
     finally:
         cluster.close()
