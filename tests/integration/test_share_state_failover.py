@@ -35,7 +35,8 @@ STATE = "__share_group_state"
 def _create(cluster: ClusterProcesses, name: str, assignment: list[int],
             config: dict[str, str]) -> None:
     admin = cluster.admin()
-    fs = admin.create_topics([NewTopic(name, replica_assignment=[assignment], config=config)],
+    fs = admin.create_topics([NewTopic(name, num_partitions=1, replica_assignment=[assignment],
+                                       config=config)],
                              operation_timeout=10)
     for f in fs.values():
         f.result(timeout=15)
