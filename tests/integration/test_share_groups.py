@@ -417,6 +417,43 @@ def test_describe_alter_delete_share_group_offsets(broker: BrokerProcess) -> Non
     assert describe(None).topics == ()
 
 
+def test_share_coordinator_state_apis_over_the_wire(broker: BrokerProcess) -> None:
+    """Initialize/Read/Write/Delete/ReadShareGroupStateSummary (83-87) as a
+    share-partition leader on another broker sends them: one broker coordinates
+    every key of __share_group_state."""
+    group, topic_id = f"sg-{uuid.uuid4().hex[:8]}", uuid.uuid4()
+
+    def call(key: int, version: int, **partition: Any) -> Any:
+        with Wire(broker.bootstrap) as w:
+            deadline = time.monotonic() + 30
+            while True:  # the topic is made by the first call, then loaded
+                resp = kio_call(w, key, version, {"group_id": group, "topics": [
+                    {"topic_id": topic_id, "partitions": [{"partition": 0, **partition}]}]})
+                p = resp.results[0].partitions[0]
+                if p.error_code.value not in (14, 15, 16) or time.monotonic() > deadline:
+                    return p
+                time.sleep(0.2)
+
+    assert call(K.INITIALIZE_SHARE_GROUP_STATE, 0, state_epoch=0,
+                start_offset=10).error_code.value == 0
+    assert call(K.WRITE_SHARE_GROUP_STATE, 0, state_epoch=0, leader_epoch=3, start_offset=12,
+                state_batches=[{"first_offset": 12, "last_offset": 14, "delivery_state": 2,
+                                "delivery_count": 1},
+                               {"first_offset": 15, "last_offset": 15, "delivery_state": 0,
+                                "delivery_count": 2}]).error_code.value == 0
+    read = call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=3)
+    assert (read.error_code.value, read.state_epoch, read.start_offset) == (0, 0, 12)
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in read.state_batches] == [(12, 14, 2, 1), (15, 15, 0, 2)]
+    summary = call(K.READ_SHARE_GROUP_STATE_SUMMARY, 1, leader_epoch=3)
+    assert (summary.error_code.value, summary.start_offset, summary.leader_epoch,
+            summary.delivery_complete_count) == (0, 12, 3, 3)
+    # a leader under an older epoch is fenced (FENCED_LEADER_EPOCH)
+    assert call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=2).error_code.value == 74
+    assert call(K.DELETE_SHARE_GROUP_STATE, 0).error_code.value == 0
+    assert call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=3).start_offset == -1
+
+
 def test_cli_lists_and_describes_a_share_group(broker: BrokerProcess) -> None:
     from tests.integration.test_groups_cli import odradek, rows
 

@@ -6,7 +6,8 @@ Sent by share-partition leaders (coordinator/share_persister.py) to the leader
 of the key's `__share_group_state` partition, which answers through its share
 coordinator (coordinator/share_coordinator_service.py). Cluster-internal, as in
 Kafka: CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED on every
-partition. A key this broker does not coordinate is NOT_COORDINATOR.
+partition. A key this broker does not coordinate is NOT_COORDINATOR; the
+topic is created by the first such request if it does not exist yet.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ async def _each(broker: ShareServices, ctx: RequestContext, req: Any,
                 ) -> dict[str, Any]:
     allowed = ctx.authorize(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME)
     service = broker.share.coordinator
+    if allowed and service is not None:
+        # created on first need (Kafka creates it on FindCoordinator with key type SHARE)
+        await service.ensure_topic()
     results = []
     for topic in req.topics:
         parts = []
