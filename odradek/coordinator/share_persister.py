@@ -148,3 +148,26 @@ class SharePersister:
             return (E.COORDINATOR_NOT_AVAILABLE if p is None else p.error_code.value), None
 
         return (await self._retrying(key, "DeleteShareGroupState", local, remote, None))[0]
+
+    async def summary(self, key: Key) -> tuple[int, ShareSnapshot | None]:
+        """The start offset and epochs (no batches; None when nothing is stored):
+        ReadShareGroupStateSummary, which records no leader epoch."""
+        group, topic_id, partition = key
+
+        async def local() -> tuple[int, ShareSnapshot | None]:
+            return await self.service.summary(key)
+
+        async def remote(node: int) -> tuple[int, ShareSnapshot | None]:
+            resp = await self._send(node, api.ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, {
+                "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
+                    {"partition": partition, "leader_epoch": -1}]}]},
+                "ReadShareGroupStateSummary")
+            p = None if resp is None else self._partition_result(resp)
+            if p is None:
+                return E.COORDINATOR_NOT_AVAILABLE, None
+            code = p.error_code.value
+            if code != E.NONE or p.start_offset < 0:
+                return code, None
+            return E.NONE, ShareSnapshot(0, p.state_epoch, p.leader_epoch, p.start_offset, ())
+
+        return await self._retrying(key, "ReadShareGroupStateSummary", local, remote, None)

@@ -558,6 +558,20 @@ def test_share_group_over_three_brokers(tmp_path: Path) -> None:
         for c in members:
             c.close()
         assert sorted(got) == sorted((p, o) for p in range(3) for o in range(100))
+        # the group coordinator describes every partition's start offset, those
+        # led elsewhere from the share coordinator (ReadShareGroupStateSummary)
+        described = []
+        for b in cluster.brokers.values():
+            with Wire(b.bootstrap) as w:
+                g = kio_call(w, K.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{
+                    "group_id": group, "topics": [{"topic_name": "share-cluster",
+                                                   "partitions": [0, 1, 2]}]}]}).groups[0]
+            if g.error_code.value == 0:
+                # >= 0: the state exists (librdkafka's close may release, not
+                # acknowledge, its last records: the start offset is where they are)
+                described.append({p.partition_index: (p.error_code.value, p.start_offset >= 0)
+                                  for p in g.topics[0].partitions})
+        assert described == [{0: (0, True), 1: (0, True), 2: (0, True)}], described
         # the state is in __share_group_state (the share coordinator), no file
         assert cluster.partitions("__share_group_state")
         assert not list(tmp_path.glob("broker-*/*/share_group_state/*.json"))

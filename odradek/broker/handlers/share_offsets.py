@@ -3,15 +3,16 @@ DeleteShareGroupOffsets.
 
 Sent to the group's coordinator, as in Kafka. The state they read and change is
 the share partitions' (their start offsets, SPSO), which the share-partition
-leaders keep with the share coordinator (`__share_group_state`). These
-handlers change it through the partition leader's path, so they answer for the
+leaders keep with the share coordinator (`__share_group_state`). Alter and
+Delete change it through the partition leader's path, so they answer for the
 partitions this node leads, and a partition led by another broker answers
 NOT_LEADER_OR_FOLLOWER (docs/share_groups.md; on one broker, or when the
 group coordinator leads the partitions, that never happens).
 
 Describe gives each partition's start offset and lag (records from the start
 offset to the high watermark not yet acknowledged or archived), or -1 where the
-group never read it. Alter and Delete need the group empty (NON_EMPTY_GROUP):
+group never read it; for a partition led by another broker, the start offset
+and leader epoch from the share coordinator's ReadShareGroupStateSummary, lag -1. Alter and Delete need the group empty (NON_EMPTY_GROUP):
 Alter starts each named partition again at the offset given, Delete forgets
 the group's state of each named topic.
 """
@@ -55,6 +56,18 @@ def _led(broker: ShareServices, name: str, index: int) -> Any:
     return part if part is not None and part.leader == broker.node_id else None
 
 
+async def _summary(broker: ShareServices, key: tuple[str, Any, int]) -> dict[str, Any]:
+    persister = broker.share.persister
+    if persister is None:
+        return {"error_code": E.NOT_LEADER_OR_FOLLOWER, "error_message": NOT_LEADER}
+    code, state = await persister.summary(key)
+    if code != E.NONE:
+        return {"error_code": code, "error_message": None}
+    if state is None:
+        return {}
+    return {"start_offset": state.start_offset, "leader_epoch": state.leader_epoch}
+
+
 async def handle_describe_share_group_offsets(
     broker: ShareServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
@@ -93,7 +106,9 @@ async def handle_describe_share_group_offsets(
                 if index not in topic.partitions:
                     entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
                 elif part is None:
-                    entry.update(error_code=E.NOT_LEADER_OR_FOLLOWER, error_message=NOT_LEADER)
+                    # led elsewhere: the share coordinator's summary (no lag: the
+                    # high watermark is the leader's)
+                    entry.update(await _summary(broker, (g.group_id, topic.topic_id, index)))
                 else:
                     sp = await broker.share.partitions.read_stored(
                         (g.group_id, topic.topic_id, index), part.leader_epoch)
