@@ -81,11 +81,13 @@ class SharePersister:
         return await self._peers.request(node, key, version, body, REQUEST_TIMEOUT_S, what)
 
     @staticmethod
-    def _partition_result(resp: Any) -> Any | None:
-        for topic in resp.results:
+    def _answer(resp: Any | None) -> tuple[int, Any]:
+        """(error code, the one partition's result); COORDINATOR_NOT_AVAILABLE
+        without an answer."""
+        for topic in resp.results if resp is not None else ():
             for p in topic.partitions:
-                return p
-        return None
+                return p.error_code.value, p
+        return E.COORDINATOR_NOT_AVAILABLE, None
 
     # -- the calls ------------------------------------------------------------------------
     async def read(self, key: Key, leader_epoch: int) -> tuple[int, ShareSnapshot | None]:
@@ -99,10 +101,7 @@ class SharePersister:
                 "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
                     {"partition": partition, "leader_epoch": leader_epoch}]}]},
                 "ReadShareGroupState")
-            p = None if resp is None else self._partition_result(resp)
-            if p is None:
-                return E.COORDINATOR_NOT_AVAILABLE, None
-            code = p.error_code.value
+            code, p = self._answer(resp)
             if code != E.NONE or p.start_offset < 0:
                 return code, None
             return E.NONE, ShareSnapshot(
@@ -129,8 +128,7 @@ class SharePersister:
                                        "delivery_state": s, "delivery_count": c}
                                       for a, b, c, s in batches]}]}]},
                 "WriteShareGroupState")
-            p = None if resp is None else self._partition_result(resp)
-            return (E.COORDINATOR_NOT_AVAILABLE if p is None else p.error_code.value), None
+            return self._answer(resp)[0], None
 
         return (await self._retrying(key, "WriteShareGroupState", local, remote, None))[0]
 
@@ -144,8 +142,7 @@ class SharePersister:
             resp = await self._send(node, api.ApiKey.DELETE_SHARE_GROUP_STATE, 0, {
                 "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
                     {"partition": partition}]}]}, "DeleteShareGroupState")
-            p = None if resp is None else self._partition_result(resp)
-            return (E.COORDINATOR_NOT_AVAILABLE if p is None else p.error_code.value), None
+            return self._answer(resp)[0], None
 
         return (await self._retrying(key, "DeleteShareGroupState", local, remote, None))[0]
 
@@ -162,10 +159,7 @@ class SharePersister:
                 "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
                     {"partition": partition, "leader_epoch": -1}]}]},
                 "ReadShareGroupStateSummary")
-            p = None if resp is None else self._partition_result(resp)
-            if p is None:
-                return E.COORDINATOR_NOT_AVAILABLE, None
-            code = p.error_code.value
+            code, p = self._answer(resp)
             if code != E.NONE or p.start_offset < 0:
                 return code, None
             return E.NONE, ShareSnapshot(0, p.state_epoch, p.leader_epoch, p.start_offset, ())
