@@ -52,6 +52,7 @@ class ShareCoordinatorService:
         self.core = ShareCoordinator(c.get("share.coordinator.state.topic.num.partitions"))
         self.write_timeout_ms: int = c.get("share.coordinator.write.timeout.ms")
         self._create_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
         self.writes = 0
 
     # -- lifecycle ------------------------------------------------------------------------
@@ -69,6 +70,20 @@ class ShareCoordinatorService:
             log.info("unloaded %s-%d", SHARE_STATE_TOPIC, p)
         for p in sorted(led - self.core.loaded):
             self._load(p)
+        if old.topics_by_id is not new.topics_by_id and old.topics_by_id:
+            # a deleted topic takes the share groups' state of its partitions with it
+            gone = old.topics_by_id.keys() - new.topics_by_id.keys()
+            keys = [k for k in self.core.states if k[1] in gone]
+            if keys:
+                task = asyncio.get_running_loop().create_task(self._delete_all(keys))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
+
+    async def _delete_all(self, keys: list[Key]) -> None:
+        for key in keys:
+            code = await self.delete(key)
+            if code != E.NONE:
+                log.warning("share state of deleted topic %s not deleted: error %d", key, code)
 
     def _load(self, partition: int) -> None:
         part = self.broker.replica_manager.get(SHARE_STATE_TOPIC, partition)

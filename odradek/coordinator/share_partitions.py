@@ -209,10 +209,10 @@ class SharePartitionManager:
         return await self.persister.delete(key) if self.persister is not None else E.NONE
 
     def topic_deleted(self, topic_id: uuid.UUID) -> None:
-        """The topic is gone: its share partitions here are dropped and their
-        state deleted from `__share_group_state`."""
+        """The topic is gone: its share partitions here are dropped (their
+        coordinator deletes their state: share_coordinator_service.py)."""
         for key in [k for k in self.partitions if k[1] == topic_id]:
-            self._spawn(self.forget(key))
+            self._drop(key)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(coro)

@@ -3,6 +3,7 @@ edge cases over the wire: docs/share_groups.md."""
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 import uuid
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType, ShareConsumer, TopicCollection
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
 from odradek.protocol import api
@@ -452,6 +453,34 @@ def test_share_coordinator_state_apis_over_the_wire(broker: BrokerProcess) -> No
     assert call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=2).error_code.value == 74
     assert call(K.DELETE_SHARE_GROUP_STATE, 0).error_code.value == 0
     assert call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=3).start_offset == -1
+
+
+def test_a_deleted_topic_takes_its_share_state(broker: BrokerProcess) -> None:
+    topic = "share-deleted"
+    create_topic(broker.bootstrap, topic, 1)
+    group = _new_group(broker.bootstrap)
+    _produce(broker.bootstrap, topic, 5)
+    c = _consumer(broker.bootstrap, group, topic)
+    assert len(_poll(c, 5)) == 5
+    assert len(c.poll(1.0)) == 0  # implicit mode: this poll's ShareFetch accepts the five
+    c.close()
+    admin = ck_admin(broker.bootstrap)
+    topic_id = admin.describe_topics(TopicCollection([topic]))[topic].result(15).topic_id
+    key = uuid.UUID(bytes=base64.urlsafe_b64decode(str(topic_id) + "=="))
+
+    def stored() -> tuple[int, int]:
+        with Wire(broker.bootstrap) as w:
+            p = kio_call(w, K.READ_SHARE_GROUP_STATE, 0, {
+                "group_id": group, "topics": [{"topic_id": key, "partitions": [
+                    {"partition": 0, "leader_epoch": -1}]}]}).results[0].partitions[0]
+        return p.error_code.value, p.start_offset
+
+    assert stored() == (0, 5)
+    admin.delete_topics([topic])[topic].result(15)
+    deadline = time.monotonic() + 20
+    while stored() != (0, -1):  # the coordinator deletes it when the image loses the topic
+        assert time.monotonic() < deadline, "the share state outlived its topic"
+        time.sleep(0.2)
 
 
 def test_cli_lists_and_describes_a_share_group(broker: BrokerProcess) -> None:
