@@ -254,3 +254,55 @@ def test_old_state_files_are_migrated_then_deleted(tmp_path) -> None:  # type: i
         assert not path.exists()
 
     asyncio.run(run())
+
+
+# -- the persister's routing and retries --------------------------------------------------
+
+
+class _FlakyCoordinator:
+    """A share coordinator service that answers NOT_COORDINATOR `fails` times
+    (its partition still loading elsewhere), then the state."""
+
+    def __init__(self, fails: int) -> None:
+        self.core = ShareCoordinator(1)
+        self.fails = fails
+        self.calls = 0
+
+    async def ensure_topic(self) -> int:
+        return E.NONE
+
+    async def read(self, key, leader_epoch):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        if self.calls <= self.fails:
+            return E.NOT_COORDINATOR, None
+        return E.NONE, ShareSnapshot(0, 0, leader_epoch, 42, ())
+
+
+def _node(leader: int) -> object:
+    from types import SimpleNamespace
+
+    state = SimpleNamespace(partitions={0: SimpleNamespace(leader=leader)})
+    return SimpleNamespace(node_id=1, image=SimpleNamespace(
+        topics_by_name={"__share_group_state": state}, brokers={}), config=None)
+
+
+def test_the_persister_retries_until_the_coordinator_answers() -> None:
+    from odradek.coordinator.share_persister import SharePersister
+
+    async def run() -> None:
+        key = ("g", TOPIC, 0)
+        service = _FlakyCoordinator(fails=2)
+        persister = SharePersister(_node(leader=1), service, deadline_ms=5000)  # type: ignore[arg-type]
+        code, state = await persister.read(key, 3)
+        assert (code, service.calls) == (E.NONE, 3)
+        assert state is not None and state.start_offset == 42
+        # never answering: the deadline ends it with the retriable error
+        stuck = SharePersister(_node(leader=1), _FlakyCoordinator(fails=10**6),  # type: ignore[arg-type]
+                               deadline_ms=300)
+        assert (await stuck.read(key, 3))[0] == E.NOT_COORDINATOR
+        # no leader for the state's partition: COORDINATOR_NOT_AVAILABLE
+        orphan = SharePersister(_node(leader=-1), _FlakyCoordinator(0),  # type: ignore[arg-type]
+                                deadline_ms=300)
+        assert (await orphan.read(key, 3))[0] == E.COORDINATOR_NOT_AVAILABLE
+
+    asyncio.run(run())
