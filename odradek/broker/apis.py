@@ -236,7 +236,9 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),
-        _txn_id(Op.DESCRIBE, "coordinator_keys[] (key_type 1)"))),
+        _txn_id(Op.DESCRIBE, "coordinator_keys[] (key_type 1)"),
+        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE,
+              "coordinator_keys[] (key_type 2, share)"))),
     ApiSpec(K.JOIN_GROUP, groups.handle_join_group, (_group(Op.READ, "group_id"),)),
     ApiSpec(K.SYNC_GROUP, groups.handle_sync_group, (_group(Op.READ, "group_id"),)),
     ApiSpec(K.HEARTBEAT, groups.handle_heartbeat, (_group(Op.READ, "group_id"),)),

@@ -64,6 +64,19 @@ def kafka_uuid(topic_id: uuid.UUID) -> str:
     return base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
 
 
+def parse_key(text: str) -> Key | None:
+    """A FindCoordinator key of type SHARE, "group:topicId:partition" (Kafka's
+    SharePartitionKey string); None when malformed."""
+    parts = text.rsplit(":", 2)
+    if len(parts) != 3 or not parts[0]:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+        return parts[0], uuid.UUID(bytes=raw), int(parts[2])
+    except ValueError:
+        return None
+
+
 def partition_for(key: Key, num_partitions: int) -> int:
     group, topic_id, partition = key
     h = java_string_hashcode(f"{group}:{kafka_uuid(topic_id)}:{partition}")

@@ -15,6 +15,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, ShareConsumer, TopicCollection
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from odradek.coordinator.share_coordinator import kafka_uuid
 from odradek.protocol import api
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.clients import Wire, ck_admin, ck_producer, create_topic
@@ -453,6 +454,14 @@ def test_share_coordinator_state_apis_over_the_wire(broker: BrokerProcess) -> No
     assert call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=2).error_code.value == 74
     assert call(K.DELETE_SHARE_GROUP_STATE, 0).error_code.value == 0
     assert call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=3).start_offset == -1
+    # FindCoordinator key type SHARE (2) names the share coordinator of a key
+    share_key = f"{group}:{kafka_uuid(topic_id)}:0"
+    with Wire(broker.bootstrap) as w:
+        found = kio_call(w, K.FIND_COORDINATOR, 6, {
+            "key": "", "key_type": 2, "coordinator_keys": [share_key, "no-colons"]})
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    assert [(c.key, c.error_code.value, c.port) for c in found.coordinators] == [
+        (share_key, 0, port), ("no-colons", 42, -1)]
 
 
 def test_a_deleted_topic_takes_its_share_state(broker: BrokerProcess) -> None:
