@@ -10,7 +10,8 @@ One odradek broker, a one-partition topic of `--records` 100-byte records
 classic group (`auto.offset.reset=earliest`) each read every record; the clock
 runs from the first record to the last, so group joining is left out. Each
 share poll's records are acknowledged with the next ShareFetch, which writes
-the share partition's state file (fsync) before it is answered.
+the share partition's state to the share coordinator (an append to
+`__share_group_state`, on this one broker) before it is answered.
 Prints records/s per round and the median.
 """
 

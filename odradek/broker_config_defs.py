@@ -431,6 +431,17 @@ _DEFS: list[ConfigDef] = [
        at_least(100)),
     _d("group.share.max.share.sessions", I, 2000, "Most share sessions a broker keeps.",
        MEDIUM, at_least(1)),
+    # the share coordinator (KIP-932; coordinator/share_coordinator.py)
+    _d("share.coordinator.state.topic.num.partitions", I, 50, "Partitions of "
+       "__share_group_state.", HIGH, at_least(1)),
+    _d("share.coordinator.state.topic.replication.factor", SH, 3, "Replication factor of "
+       "__share_group_state.", HIGH, at_least(1)),
+    _d("share.coordinator.state.topic.min.isr", SH, 2, "min.insync.replicas of "
+       "__share_group_state.", HIGH, at_least(1)),
+    _d("share.coordinator.state.topic.segment.bytes", I, 104857600, "Segment size of "
+       "__share_group_state.", HIGH, at_least(1)),
+    _d("share.coordinator.write.timeout.ms", I, 5000, "How long a share coordinator's "
+       "write waits for the in-sync replicas.", HIGH, at_least(1)),
     # --- KRaft ---
     _d("broker.heartbeat.interval.ms", I, 2000, "Broker heartbeat to the controller.",
        MEDIUM),

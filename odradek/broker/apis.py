@@ -47,6 +47,7 @@ from .handlers import (
     scram,
     share_groups,
     share_offsets,
+    share_state,
     txn,
 )
 from .handlers import fetch as fetch_handlers
@@ -235,7 +236,9 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
     # -- consumer groups ------------------------------------------------------------------
     ApiSpec(K.FIND_COORDINATOR, groups.handle_find_coordinator, (
         _group(Op.DESCRIBE, "coordinator_keys[] (key_type 0)"),
-        _txn_id(Op.DESCRIBE, "coordinator_keys[] (key_type 1)"))),
+        _txn_id(Op.DESCRIBE, "coordinator_keys[] (key_type 1)"),
+        Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE,
+              "coordinator_keys[] (key_type 2, share)"))),
     ApiSpec(K.JOIN_GROUP, groups.handle_join_group, (_group(Op.READ, "group_id"),)),
     ApiSpec(K.SYNC_GROUP, groups.handle_sync_group, (_group(Op.READ, "group_id"),)),
     ApiSpec(K.HEARTBEAT, groups.handle_heartbeat, (_group(Op.READ, "group_id"),)),
@@ -276,6 +279,17 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _group(Op.READ, "group_id"), _topic(Op.READ, "topics[].topic_name"))),
     ApiSpec(K.DELETE_SHARE_GROUP_OFFSETS, share_offsets.handle_delete_share_group_offsets, (
         _group(Op.DELETE, "group_id"), _topic(Op.READ, "topics[].topic_name"))),
+    # the share coordinator's state, broker to broker (KIP-932); CLUSTER_ACTION,
+    # answered per partition by the handler (no top-level error code)
+    *(ApiSpec(k, h, (Check(Res.CLUSTER, Op.CLUSTER_ACTION, Scope.RESOURCE,
+                           "the whole request"),))
+      for k, h in ((K.INITIALIZE_SHARE_GROUP_STATE,
+                    share_state.handle_initialize_share_group_state),
+                   (K.READ_SHARE_GROUP_STATE, share_state.handle_read_share_group_state),
+                   (K.WRITE_SHARE_GROUP_STATE, share_state.handle_write_share_group_state),
+                   (K.DELETE_SHARE_GROUP_STATE, share_state.handle_delete_share_group_state),
+                   (K.READ_SHARE_GROUP_STATE_SUMMARY,
+                    share_state.handle_read_share_group_state_summary))),
     # -- producers and transactions -------------------------------------------------------
     ApiSpec(K.INIT_PRODUCER_ID, producer_id.handle_init_producer_id, (
         _txn_id(Op.WRITE),

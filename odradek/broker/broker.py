@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from ..config import BrokerConfig, ConfigError, Endpoint
 from ..coordinator.host import CoordinatorHost
 from ..coordinator.service import GroupCoordinatorService
+from ..coordinator.share_coordinator_service import ShareCoordinatorService
+from ..coordinator.share_persister import SharePersister
 from ..coordinator.transaction_service import TransactionCoordinatorService
 from ..group_config import validate_group_configs
 from ..metadata import records as R
@@ -196,10 +198,12 @@ class Broker:
         self.connection_limits = ConnectionLimits(config, self.metrics.registry,
                                                   lambda: self.image.client_quotas)
         self.group_coordinator = GroupCoordinatorService(self)
-        # share groups (KIP-932) as a partition leader: sessions, share partitions
-        # and their durable state in the first log dir (share_state_store.py)
+        # share groups (KIP-932) as a partition leader: sessions, share partitions,
+        # their durable state with the share coordinator (__share_group_state)
+        share_coordinator = ShareCoordinatorService(self)
         self.share = ShareService(config, self.log_dirs[0] if self.log_dirs else None,
-                                  lambda: self.image)
+                                  lambda: self.image, coordinator=share_coordinator,
+                                  persister=SharePersister(self, share_coordinator))
         self.group_coordinator.share_groups.departure_listeners.append(self.share.member_left)
         self.txn_coordinator = TransactionCoordinatorService(self)
         # Every request passes the pipeline; its handlers get this node as their
@@ -311,6 +315,8 @@ class Broker:
         self.group_coordinator.start()
         self.quorum.listeners.append(self.share.on_metadata)
         self.txn_coordinator.start()
+        if self.share.coordinator is not None:
+            self.share.coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
         self.scrubber.start()
@@ -462,6 +468,8 @@ class Broker:
             await asyncio.to_thread(self.log_manager.flusher.shutdown)  # type: ignore[attr-defined]
         await self.group_coordinator.stop()
         await self.txn_coordinator.stop()
+        if self.share.persister is not None:
+            self.share.persister.close()
         self.replica_manager.shutdown()
         self.quorum.close()
         log.info("odradek node %d stopped", self.node_id)

@@ -1,5 +1,7 @@
 """A node's share-group state as a partition leader (KIP-932): its share
-sessions, its share partitions with their durable store, and each group's
+sessions, its share partitions (their durable state is with the share
+coordinator, reached through the persister), the share coordinator this node
+runs for the `__share_group_state` partitions it leads, and each group's
 effective settings (its GROUP configs in the metadata image over the broker's
 `group.share.*` keys). The group membership side lives with the group
 coordinator (coordinator/share_group.py, GroupCoordinatorService.share_groups).
@@ -15,8 +17,10 @@ from typing import Any
 from ..clock import steady_ms
 from ..config import BrokerConfig
 from ..configdef import ConfigError
+from ..coordinator.share_coordinator_service import ShareCoordinatorService
 from ..coordinator.share_partition import ShareLimits
 from ..coordinator.share_partitions import SharePartitionManager
+from ..coordinator.share_persister import SharePersister
 from ..coordinator.share_state_store import DIR_NAME, ShareStateStore
 from ..group_config import (
     SHARE_AUTO_OFFSET_RESET,
@@ -41,14 +45,19 @@ class ShareGroupSettings:
 class ShareService:
     def __init__(self, config: BrokerConfig, log_dir: Path | None,
                  image: Callable[[], MetadataImage],
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock_ms: Callable[[], int] | None = None,
+                 coordinator: ShareCoordinatorService | None = None,
+                 persister: SharePersister | None = None) -> None:
         self.config = config
         self._image = image
         self.clock_ms = clock_ms or steady_ms
         self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"),
                                           config.get("group.share.session.timeout.ms"))
-        store = ShareStateStore(log_dir / DIR_NAME) if log_dir is not None else None
-        self.partitions = SharePartitionManager(store, self.limits)
+        self.coordinator = coordinator
+        self.persister = persister
+        # files of odradek versions before the share coordinator: migrated on first use
+        legacy = ShareStateStore(log_dir / DIR_NAME) if log_dir is not None else None
+        self.partitions = SharePartitionManager(persister, self.limits, legacy)
 
     def group_config(self, group: str) -> ShareGroupSettings:
         overrides = self._image().configs.get((R.RESOURCE_GROUP, group), {})

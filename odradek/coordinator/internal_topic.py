@@ -1,4 +1,5 @@
-"""Creating an internal topic (`__consumer_offsets`, `__transaction_state`) on first need.
+"""Creating an internal topic (`__consumer_offsets`, `__transaction_state`,
+`__share_group_state`) on first need.
 
 Both coordinators create their compacted topic the same way: once, under a
 lock, with a replication factor capped at the live brokers, through the
@@ -46,3 +47,13 @@ async def ensure_internal_topic(
         log.info("created %s with %d partitions, replication factor %d",
                  name, num_partitions, rf)
     return E.NONE
+
+
+def compacted_configs(rf: int, min_isr: int, segment_bytes: int) -> dict[str, str | None]:
+    """The configs of a coordinator's compacted topic at replication factor `rf`."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "min.insync.replicas": str(min(rf, min_isr)),
+        "segment.bytes": str(segment_bytes),
+    }

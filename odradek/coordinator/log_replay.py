@@ -37,3 +37,10 @@ def log_batches(
                 records = [r for r in records if r.offset >= offset]
             yield header, records
             offset = header.next_offset
+
+
+def keyed_records(plog: PartitionLog, start: int, end: int) -> Iterator[batches.Record]:
+    """The records with a key of every data batch (control batches left out)."""
+    for header, records in log_batches(plog, start, end):
+        if not header.is_control:
+            yield from (r for r in records if r.key is not None)

@@ -23,8 +23,8 @@ moves to a new epoch on its next heartbeat.
 
 Membership is not written to a log: after a coordinator restart the members
 rejoin (their heartbeats answer UNKNOWN_MEMBER_ID and the client joins again
-with epoch 0). What must survive, the share-partition state, lives with the
-partitions (share_state_store.py).
+with epoch 0). What must survive, the share-partition state, is kept by the
+share coordinator in `__share_group_state` (share_coordinator.py).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ group has delivered, to whom, how often, and what became of them.
 
 A sans-I/O state machine: the clock is an argument, reading the log and
 writing the durable state are the caller's (broker/handlers/share_groups.py,
-coordinator/share_state_store.py).
+coordinator/share_partitions.py, through the share coordinator).
 
 Theory of operation. The share-partition start offset (SPSO) is the first
 offset not yet finished with; the end offset (SPEO) the first never
@@ -245,7 +245,7 @@ class SharePartition:
     def in_flight(self) -> int:
         return sum(1 for r in self.records.values() if r.state == ACQUIRED)
 
-    # -- the durable form (share_state_store.py) -----------------------------------------
+    # -- the durable form (the share coordinator's state batches) --------------------------
 
     def state_batches(self) -> list[tuple[int, int, int, int]]:
         """The window as runs (first, last, delivery count, state), as Kafka's

@@ -1,70 +1,182 @@
 """The share partitions a partition leader holds (KIP-932's SharePartitionManager).
 
 One `SharePartition` per (share group, topic id, partition) this node has
-served, made on the first ShareFetch of the group for the partition: from its
-durable state when there is one (share_state_store.py), else at the log start
-(`share.auto.offset.reset=earliest`) or the high watermark (`latest`, the
-default). `persist` writes a changed partition's state before the request
-that changed it is answered. Bounded: at most MAX_SHARE_PARTITIONS in memory.
+served, made on the first ShareFetch of the group for the partition while this
+node leads it: from its durable state, read from the share coordinator
+(ReadShareGroupState through share_persister.py, which also fences any
+earlier leader), else at the log start (`share.auto.offset.reset=earliest`) or
+the high watermark (`latest`, the default). A share partition made under an
+older leader epoch of the partition is dropped and read again: another leader
+may have changed the state meanwhile.
+
+`persist` writes a changed partition's state (WriteShareGroupState: the whole
+window, with the leader epoch) before the request that changed it is answered,
+one write at a time per share partition; writes asked for while one is in
+flight are coalesced into the next. Acquisitions are not written (as Kafka:
+an acquired record's lock does not survive a failover, and the delivery
+count of its last acquisition may be lost with it, which at-least-once
+delivery allows); acknowledgements, releases, lock expiries and a moved start
+offset are.
+
+Migration: a node that kept the state in files (odradek before the share
+coordinator, `<log dir>/share_group_state/`, share_state_store.py) finds a
+file when the coordinator has no state for the share partition; the file's
+state is written to the coordinator and the file deleted once that write is
+acknowledged.
+
+Bounded: at most MAX_SHARE_PARTITIONS in memory.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
+from . import errors as E
 from .share_partition import ShareLimits, SharePartition
-from .share_state_store import Key, ShareStateStore
+from .share_state_records import Batch, Key, ShareSnapshot
+from .share_state_store import ShareStateStore
+
+log = logging.getLogger(__name__)
 
 MAX_SHARE_PARTITIONS = 100_000
 
 
-class SharePartitionManager:
-    def __init__(self, store: ShareStateStore | None,
-                 limits_for: Callable[[str], ShareLimits]) -> None:
-        self.store = store
-        self.limits_for = limits_for
-        self.partitions: dict[Key, SharePartition] = {}
+class Persister(Protocol):
+    async def read(self, key: Key, leader_epoch: int) -> tuple[int, ShareSnapshot | None]: ...
+    async def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
+                    batches: list[Batch]) -> int: ...
+    async def delete(self, key: Key) -> int: ...
 
-    def get(self, key: Key, initial_offset: Callable[[], int]) -> SharePartition | None:
-        """The share partition, loaded or made; None when the bound is reached."""
+
+class SharePartitionManager:
+    def __init__(self, persister: Persister | None,
+                 limits_for: Callable[[str], ShareLimits],
+                 legacy: ShareStateStore | None = None) -> None:
+        self.persister = persister
+        self.limits_for = limits_for
+        self.legacy = legacy
+        self.partitions: dict[Key, SharePartition] = {}
+        self.epochs: dict[Key, int] = {}  # the leader epoch each share partition was read under
+        self._loading: dict[Key, asyncio.Future[SharePartition | None]] = {}
+        self._locks: dict[Key, asyncio.Lock] = {}
+        self._asked: dict[Key, int] = {}  # persist calls per key
+        self._written: dict[Key, int] = {}  # the last persist call a successful write covered
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.writes = 0
+
+    async def get(self, key: Key, initial_offset: Callable[[], int],
+                  leader_epoch: int) -> tuple[int, SharePartition | None]:
+        """The share partition, loaded or made: (NONE, it), or the error that kept
+        it from being read (and None)."""
         sp = self.partitions.get(key)
         limits = self.limits_for(key[0])
-        if sp is not None:
+        if sp is not None and self.epochs.get(key) == leader_epoch:
             sp.limits = limits
-            return sp
+            return E.NONE, sp
+        if sp is not None:  # led again under another epoch: read the state again
+            self.partitions.pop(key, None)
+        loading = self._loading.get(key)
+        if loading is not None:
+            sp = await asyncio.shield(loading)
+            return (E.NONE, sp) if sp is not None else (E.COORDINATOR_NOT_AVAILABLE, None)
         if len(self.partitions) >= MAX_SHARE_PARTITIONS:
-            return None
-        state = self.store.read(key) if self.store is not None else None
+            return E.NONE, None
+        fut: asyncio.Future[SharePartition | None] = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        try:
+            code, sp = await self._load(key, initial_offset, leader_epoch, limits)
+        finally:
+            del self._loading[key]
+        fut.set_result(sp)
+        if sp is not None:
+            self.partitions[key] = sp
+            self.epochs[key] = leader_epoch
+        return code, sp
+
+    async def _load(self, key: Key, initial_offset: Callable[[], int], leader_epoch: int,
+                    limits: ShareLimits) -> tuple[int, SharePartition | None]:
+        state: ShareSnapshot | None = None
+        if self.persister is not None:
+            code, state = await self.persister.read(key, leader_epoch)
+            if code != E.NONE:
+                return code, None
+        migrated = False
+        if state is None and self.legacy is not None:
+            old = self.legacy.read(key)
+            if old is not None:
+                state = ShareSnapshot(0, int(old.get("state_epoch", 0)), leader_epoch,
+                                      int(old["start_offset"]),
+                                      tuple((int(a), int(b), int(c), int(d))
+                                            for a, b, c, d in old["batches"]))
+                migrated = True
         if state is not None:
-            sp = SharePartition.restore(
-                int(state["start_offset"]), int(state.get("state_epoch", 0)),
-                [(int(a), int(b), int(c), int(d)) for a, b, c, d in state["batches"]], limits)
+            sp = SharePartition.restore(state.start_offset, state.state_epoch,
+                                        list(state.batches), limits)
         else:
             sp = SharePartition(start_offset=initial_offset(), limits=limits)
-            sp.dirty = True  # the start offset is state: a restart must keep it
-        self.partitions[key] = sp
-        return sp
+        if state is None or migrated:
+            # The start offset is state: a new leader must keep it.
+            sp.dirty = True
+            code = await self._write(key, sp, leader_epoch)
+            if code != E.NONE:
+                return code, None
+            if migrated and self.legacy is not None:
+                self.legacy.delete(key)
+                log.info("share state of %s moved from its file to the share coordinator", key)
+        return E.NONE, sp
 
     def peek(self, key: Key) -> SharePartition | None:
-        """In memory, or as stored (not kept): for DescribeShareGroupOffsets."""
-        sp = self.partitions.get(key)
-        if sp is not None or self.store is None:
-            return sp
-        state = self.store.read(key)
-        if state is None:
-            return None
-        return SharePartition.restore(
-            int(state["start_offset"]), int(state.get("state_epoch", 0)),
-            [(int(a), int(b), int(c), int(d)) for a, b, c, d in state["batches"]],
-            self.limits_for(key[0]))
+        return self.partitions.get(key)
 
-    def persist(self, key: Key, sp: SharePartition) -> None:
+    async def read_stored(self, key: Key, leader_epoch: int) -> SharePartition | None:
+        """In memory, or as the coordinator has it (not kept): DescribeShareGroupOffsets."""
+        sp = self.partitions.get(key)
+        if sp is not None or self.persister is None:
+            return sp
+        code, state = await self.persister.read(key, leader_epoch)
+        if code != E.NONE or state is None:
+            return None
+        return SharePartition.restore(state.start_offset, state.state_epoch,
+                                      list(state.batches), self.limits_for(key[0]))
+
+    async def _write(self, key: Key, sp: SharePartition, leader_epoch: int) -> int:
+        """Write the current state of `sp`, one write per key at a time; a write
+        finds the calls made while the previous was in flight already covered."""
+        asked = self._asked[key] = self._asked.get(key, 0) + 1
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if self._written.get(key, 0) >= asked:
+                return E.NONE
+            covered = self._asked[key]
+            sp.dirty = False
+            if self.persister is None:
+                code = E.NONE
+            else:
+                code = await self.persister.write(key, sp.state_epoch, leader_epoch,
+                                                  sp.start_offset, sp.state_batches())
+            if code == E.NONE:
+                self._written[key] = covered
+                self.writes += 1
+            else:
+                sp.dirty = True  # the next persist tries again
+            return code
+
+    async def persist(self, key: Key, sp: SharePartition) -> int:
+        """NONE once the state of `sp` is with the share coordinator (or nothing
+        changed), else the error."""
+        if not sp.dirty:
+            return E.NONE
+        return await self._write(key, sp, self.epochs.get(key, -1))
+
+    def persist_later(self, key: Key, sp: SharePartition) -> None:
+        """A change no request waits for (a released member, expired locks)."""
         if not sp.dirty:
             return
-        if self.store is not None:
-            self.store.write(key, sp.start_offset, sp.state_epoch, sp.state_batches())
-        sp.dirty = False
+        self._spawn(self.persist(key, sp))
 
     def release_member(self, group: str, member_id: str) -> int:
         """A member's share session ended: its acquired records are released."""
@@ -74,28 +186,35 @@ class SharePartitionManager:
                 released = sp.release_member(member_id)
                 if released:
                     n += released
-                    self.persist(key, sp)
+                    self.persist_later(key, sp)
         return n
 
-    def expire_locks(self, now_ms: int) -> None:
-        for key, sp in self.partitions.items():
-            if sp.expire_locks(now_ms):
-                self.persist(key, sp)
-
     def keys_of(self, group: str) -> list[Key]:
-        keys = {k for k in self.partitions if k[0] == group}
-        if self.store is not None:
-            keys.update(k for k in self.store.stored() if k[0] == group)
-        return sorted(keys, key=lambda k: (str(k[1]), k[2]))
+        return sorted((k for k in self.partitions if k[0] == group),
+                      key=lambda k: (str(k[1]), k[2]))
 
-    def forget(self, key: Key) -> None:
+    def _drop(self, key: Key) -> None:
         self.partitions.pop(key, None)
-        if self.store is not None:
-            self.store.delete(key)
+        self.epochs.pop(key, None)
+        self._asked.pop(key, None)
+        self._written.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and not lock.locked():
+            del self._locks[key]
+
+    async def forget(self, key: Key) -> int:
+        self._drop(key)
+        if self.legacy is not None:
+            self.legacy.delete(key)
+        return await self.persister.delete(key) if self.persister is not None else E.NONE
 
     def topic_deleted(self, topic_id: uuid.UUID) -> None:
-        keys = {k for k in self.partitions if k[1] == topic_id}
-        if self.store is not None:
-            keys.update(k for k in self.store.stored() if k[1] == topic_id)
-        for key in keys:
-            self.forget(key)
+        """The topic is gone: its share partitions here are dropped (their
+        coordinator deletes their state: share_coordinator_service.py)."""
+        for key in [k for k in self.partitions if k[1] == topic_id]:
+            self._drop(key)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)

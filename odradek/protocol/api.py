@@ -74,6 +74,11 @@ class ApiKey(IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    INITIALIZE_SHARE_GROUP_STATE = 83  # the share coordinator's, broker to broker
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
+    READ_SHARE_GROUP_STATE_SUMMARY = 87
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
@@ -155,6 +160,14 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.SHARE_FETCH: (1, 1),
     ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    # the share coordinator's state (KIP-932), sent by share-partition leaders
+    # (CLUSTER_ACTION); WriteShareGroupState v1 and ReadShareGroupStateSummary v1
+    # carry Kafka 4.2's DeliveryCompleteCount (KIP-1226)
+    ApiKey.INITIALIZE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.WRITE_SHARE_GROUP_STATE: (0, 1),
+    ApiKey.DELETE_SHARE_GROUP_STATE: (0, 0),
+    ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: (0, 1),
     ApiKey.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
     ApiKey.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
     # Transactions (KIP-98, KIP-890). EndTxn v4, TxnOffsetCommit v4, AddOffsetsToTxn

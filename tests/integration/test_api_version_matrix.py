@@ -187,6 +187,21 @@ def _group_requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]
             {"topic_name": topic, "partitions": [{"partition_index": 0, "start_offset": 0}]}]},
         api.ApiKey.DELETE_SHARE_GROUP_OFFSETS: {"group_id": group + "-share-idle",
                                                 "topics": [{"topic_name": topic}]},
+        # the share coordinator's state APIs (the ShareFetch above made the topic)
+        api.ApiKey.INITIALIZE_SHARE_GROUP_STATE: {"group_id": group + "-state", "topics": [
+            {"topic_id": topic_id, "partitions": [
+                {"partition": 0, "state_epoch": 0, "start_offset": 0}]}]},
+        api.ApiKey.WRITE_SHARE_GROUP_STATE: {"group_id": group + "-state", "topics": [
+            {"topic_id": topic_id, "partitions": [
+                {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0,
+                 "state_batches": [{"first_offset": 0, "last_offset": 0,
+                                    "delivery_state": 2, "delivery_count": 1}]}]}]},
+        api.ApiKey.READ_SHARE_GROUP_STATE: {"group_id": group + "-state", "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
+        api.ApiKey.READ_SHARE_GROUP_STATE_SUMMARY: {"group_id": group + "-state", "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
+        api.ApiKey.DELETE_SHARE_GROUP_STATE: {"group_id": group + "-state", "topics": [
+            {"topic_id": topic_id, "partitions": [{"partition": 0}]}]},
         # the metadata quorum and log dirs (a path the broker does not have: LOG_DIR_NOT_FOUND)
         api.ApiKey.DESCRIBE_QUORUM: {"topics": [
             {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},

@@ -3,6 +3,7 @@ edge cases over the wire: docs/share_groups.md."""
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 import uuid
@@ -11,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType, ShareConsumer, TopicCollection
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
+from odradek.coordinator.share_coordinator import kafka_uuid
 from odradek.protocol import api
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.clients import Wire, ck_admin, ck_producer, create_topic
@@ -417,6 +419,79 @@ def test_describe_alter_delete_share_group_offsets(broker: BrokerProcess) -> Non
     assert describe(None).topics == ()
 
 
+def test_share_coordinator_state_apis_over_the_wire(broker: BrokerProcess) -> None:
+    """Initialize/Read/Write/Delete/ReadShareGroupStateSummary (83-87) as a
+    share-partition leader on another broker sends them: one broker coordinates
+    every key of __share_group_state."""
+    group, topic_id = f"sg-{uuid.uuid4().hex[:8]}", uuid.uuid4()
+
+    def call(key: int, version: int, **partition: Any) -> Any:
+        with Wire(broker.bootstrap) as w:
+            deadline = time.monotonic() + 30
+            while True:  # the topic is made by the first call, then loaded
+                resp = kio_call(w, key, version, {"group_id": group, "topics": [
+                    {"topic_id": topic_id, "partitions": [{"partition": 0, **partition}]}]})
+                p = resp.results[0].partitions[0]
+                if p.error_code.value not in (14, 15, 16) or time.monotonic() > deadline:
+                    return p
+                time.sleep(0.2)
+
+    assert call(K.INITIALIZE_SHARE_GROUP_STATE, 0, state_epoch=0,
+                start_offset=10).error_code.value == 0
+    assert call(K.WRITE_SHARE_GROUP_STATE, 0, state_epoch=0, leader_epoch=3, start_offset=12,
+                state_batches=[{"first_offset": 12, "last_offset": 14, "delivery_state": 2,
+                                "delivery_count": 1},
+                               {"first_offset": 15, "last_offset": 15, "delivery_state": 0,
+                                "delivery_count": 2}]).error_code.value == 0
+    read = call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=3)
+    assert (read.error_code.value, read.state_epoch, read.start_offset) == (0, 0, 12)
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            for b in read.state_batches] == [(12, 14, 2, 1), (15, 15, 0, 2)]
+    summary = call(K.READ_SHARE_GROUP_STATE_SUMMARY, 1, leader_epoch=3)
+    assert (summary.error_code.value, summary.start_offset, summary.leader_epoch,
+            summary.delivery_complete_count) == (0, 12, 3, 3)
+    # a leader under an older epoch is fenced (FENCED_LEADER_EPOCH)
+    assert call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=2).error_code.value == 74
+    assert call(K.DELETE_SHARE_GROUP_STATE, 0).error_code.value == 0
+    assert call(K.READ_SHARE_GROUP_STATE, 0, leader_epoch=3).start_offset == -1
+    # FindCoordinator key type SHARE (2) names the share coordinator of a key
+    share_key = f"{group}:{kafka_uuid(topic_id)}:0"
+    with Wire(broker.bootstrap) as w:
+        found = kio_call(w, K.FIND_COORDINATOR, 6, {
+            "key": "", "key_type": 2, "coordinator_keys": [share_key, "no-colons"]})
+    port = int(broker.bootstrap.rsplit(":", 1)[1])
+    assert [(c.key, c.error_code.value, c.port) for c in found.coordinators] == [
+        (share_key, 0, port), ("no-colons", 42, -1)]
+
+
+def test_a_deleted_topic_takes_its_share_state(broker: BrokerProcess) -> None:
+    topic = "share-deleted"
+    create_topic(broker.bootstrap, topic, 1)
+    group = _new_group(broker.bootstrap)
+    _produce(broker.bootstrap, topic, 5)
+    c = _consumer(broker.bootstrap, group, topic)
+    assert len(_poll(c, 5)) == 5
+    assert len(c.poll(1.0)) == 0  # implicit mode: this poll's ShareFetch accepts the five
+    c.close()
+    admin = ck_admin(broker.bootstrap)
+    topic_id = admin.describe_topics(TopicCollection([topic]))[topic].result(15).topic_id
+    key = uuid.UUID(bytes=base64.urlsafe_b64decode(str(topic_id) + "=="))
+
+    def stored() -> tuple[int, int]:
+        with Wire(broker.bootstrap) as w:
+            p = kio_call(w, K.READ_SHARE_GROUP_STATE, 0, {
+                "group_id": group, "topics": [{"topic_id": key, "partitions": [
+                    {"partition": 0, "leader_epoch": -1}]}]}).results[0].partitions[0]
+        return p.error_code.value, p.start_offset
+
+    assert stored() == (0, 5)
+    admin.delete_topics([topic])[topic].result(15)
+    deadline = time.monotonic() + 20
+    while stored() != (0, -1):  # the coordinator deletes it when the image loses the topic
+        assert time.monotonic() < deadline, "the share state outlived its topic"
+        time.sleep(0.2)
+
+
 def test_cli_lists_and_describes_a_share_group(broker: BrokerProcess) -> None:
     from tests.integration.test_groups_cli import odradek, rows
 
@@ -492,7 +567,8 @@ def test_records_of_a_killed_consumer_are_redelivered(broker: BrokerProcess) -> 
 
 def test_share_group_over_three_brokers(tmp_path: Path) -> None:
     """Partitions led by three brokers, the group coordinated by one of them: each
-    ShareFetch goes to a partition's leader, which keeps that partition's state."""
+    ShareFetch goes to a partition's leader, which keeps that partition's state
+    with its share coordinator."""
     from tests.integration.cluster_proc import ClusterProcesses
 
     cluster = ClusterProcesses(tmp_path, brokers=3).start()
@@ -520,9 +596,23 @@ def test_share_group_over_three_brokers(tmp_path: Path) -> None:
         for c in members:
             c.close()
         assert sorted(got) == sorted((p, o) for p in range(3) for o in range(100))
-        # each leader wrote the state of its own partition
-        files = [list((tmp_path / f"broker-{n}" / "share_group_state").glob("*.json"))
-                 for n in (1, 2, 3)]
-        assert [len(f) for f in files] == [1, 1, 1]
+        # the group coordinator describes every partition's start offset, those
+        # led elsewhere from the share coordinator (ReadShareGroupStateSummary)
+        described = []
+        for b in cluster.brokers.values():
+            with Wire(b.bootstrap) as w:
+                g = kio_call(w, K.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{
+                    "group_id": group, "topics": [{"topic_name": "share-cluster",
+                                                   "partitions": [0, 1, 2]}]}]}).groups[0]
+            if g.error_code.value == 0:
+                # >= 0: the state exists (librdkafka's close may release, not
+                # acknowledge, its last records: the start offset is where they are)
+                described.append({p.partition_index: (p.error_code.value, p.start_offset >= 0)
+                                  for p in g.topics[0].partitions})
+        assert described == [{0: (0, True), 1: (0, True), 2: (0, True)}], described
+        # the state is in __share_group_state (the share coordinator), no file
+        assert cluster.partitions("__share_group_state")
+        assert not list(tmp_path.glob("broker-*/*/share_group_state/*.json"))
+        assert not list(tmp_path.glob("broker-*/share_group_state/*.json"))
     finally:
         cluster.close()

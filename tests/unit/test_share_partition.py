@@ -1,9 +1,9 @@
 """The share-partition state machine (coordinator/share_partition.py): acquisition
-locks, delivery counts, acknowledgements, the SPSO/SPEO window and its durable form."""
+locks, delivery counts, acknowledgements, the SPSO/SPEO window (its durable form:
+test_share_coordinator.py)."""
 
 from __future__ import annotations
 
-import uuid
 
 from odradek.coordinator.share_partition import (
     ACCEPT,
@@ -19,8 +19,6 @@ from odradek.coordinator.share_partition import (
     ShareLimits,
     SharePartition,
 )
-from odradek.coordinator.share_partitions import SharePartitionManager
-from odradek.coordinator.share_state_store import ShareStateStore
 
 LIMITS = ShareLimits(lock_duration_ms=1000, delivery_count_limit=3, max_in_flight=100)
 
@@ -88,35 +86,3 @@ def test_window_is_bounded_and_control_batches_are_never_delivered() -> None:
     assert got == [(1, 9, 1)]
     assert (sp.start_offset, sp.end_offset) == (1, 10)  # the marker: archived, passed
     sp.check()
-
-
-def test_release_member_and_durable_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    store = ShareStateStore(tmp_path / "share_group_state")
-    mgr = SharePartitionManager(store, lambda group: LIMITS)
-    key = ("g", uuid.uuid4(), 0)
-    sp = mgr.get(key, lambda: 5)
-    assert sp is not None and sp.start_offset == 5
-    sp.acquire("a", batches((5, 14)), 100, now_ms=0)
-    sp.acknowledge("a", [(5, 6, (ACCEPT,)), (8, 8, (ACCEPT,))])
-    mgr.persist(key, sp)
-    assert mgr.release_member("g", "a") == 7
-    # a new manager (a restarted broker) reads what was written
-    again = SharePartitionManager(store, lambda group: LIMITS).get(key, lambda: 0)
-    assert again is not None and again.start_offset == 7 and again.end_offset == 15
-    assert again.records[8].state == ACKNOWLEDGED
-    assert again.records[7].state == AVAILABLE and again.records[7].delivery_count == 1
-    assert again.acquire("b", batches((5, 14)), 100, now_ms=0) == [(7, 7, 2), (9, 14, 2)]
-    assert store.stored() == [key]
-
-
-def test_a_deleted_topic_takes_its_share_state(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    store = ShareStateStore(tmp_path / "share_group_state")
-    gone, kept = uuid.uuid4(), uuid.uuid4()
-    writer = SharePartitionManager(store, lambda group: LIMITS)
-    for key in [("g", gone, 0), ("h", gone, 1), ("g", kept, 0)]:
-        sp = writer.get(key, lambda: 3)
-        assert sp is not None
-        writer.persist(key, sp)
-    # a restarted broker, holding none of them in memory, hears of the deletion
-    SharePartitionManager(store, lambda group: LIMITS).topic_deleted(gone)
-    assert store.stored() == [("g", kept, 0)]

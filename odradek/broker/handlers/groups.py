@@ -26,10 +26,11 @@ from ...coordinator.classic import JoinRequest, SyncRequest, join_error, sync_er
 from ...coordinator.core import OFFSETS_TOPIC, OffsetCommit, Out
 from ...coordinator.replicated import GROUP_ERRORS, OFFSET_COMMIT_ERRORS, mapped
 from ...coordinator.service import GroupCoordinatorService
+from ...coordinator.share_coordinator import SHARE_STATE_TOPIC, parse_key
 from ...coordinator.transaction import TRANSACTION_STATE_TOPIC
 from ...protocol import errors as E
+from ...security.resources import CLUSTER_NAME, ResourceType
 from ...security.resources import AclOperation as Op
-from ...security.resources import ResourceType
 from ..context import RequestContext
 from ..services import GroupServices
 from . import authz
@@ -37,6 +38,7 @@ from .metadata import brokers_for
 
 KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2  # KIP-932: "group:topicId:partition", for brokers (CLUSTER_ACTION)
 ZERO_UUID = uuid.UUID(int=0)
 MAX_WAIT_SLACK_S = 5.0  # a parked request is answered at most this long after its own timeout
 
@@ -78,12 +80,16 @@ async def handle_find_coordinator(broker: GroupServices, ctx: RequestContext, re
         created = await service.ensure_offsets_topic()
     elif key_type == KEY_TYPE_TRANSACTION:
         created = await broker.txn_coordinator.ensure_topic()
+    share = getattr(getattr(broker, "share", None), "coordinator", None)
+    if key_type == KEY_TYPE_SHARE:
+        created = await share.ensure_topic() if share is not None else E.COORDINATOR_NOT_AVAILABLE
     live = {b["node_id"]: b for b in brokers_for(broker.image, ctx.listener)}
     me = live.get(broker.node_id)
-    core = service.core if key_type == KEY_TYPE_GROUP else broker.txn_coordinator.core
-    internal = broker.image.topics_by_name.get(
-        OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TRANSACTION_STATE_TOPIC
-    )
+    core: Any = service.core if key_type == KEY_TYPE_GROUP else broker.txn_coordinator.core
+    internal_name = OFFSETS_TOPIC if key_type == KEY_TYPE_GROUP else TRANSACTION_STATE_TOPIC
+    if key_type == KEY_TYPE_SHARE and share is not None:
+        core, internal_name = share.core, SHARE_STATE_TOPIC
+    internal = broker.image.topics_by_name.get(internal_name)
     for key in keys:
         entry: dict[str, Any] = {
             "key": key,
@@ -93,9 +99,17 @@ async def handle_find_coordinator(broker: GroupServices, ctx: RequestContext, re
             "error_code": E.NONE,
             "error_message": None,
         }
-        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        share_key = parse_key(key) if key_type == KEY_TYPE_SHARE else None
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, KEY_TYPE_SHARE) or (
+                key_type == KEY_TYPE_SHARE and ctx.api_version < 6):
             entry["error_code"] = E.INVALID_REQUEST
             entry["error_message"] = f"Unknown coordinator key type {key_type}."
+        elif key_type == KEY_TYPE_SHARE and not ctx.authorize(
+                Op.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+            entry["error_code"] = E.CLUSTER_AUTHORIZATION_FAILED
+        elif key_type == KEY_TYPE_SHARE and share_key is None:
+            entry["error_code"] = E.INVALID_REQUEST
+            entry["error_message"] = "A share coordinator key is group:topicId:partition."
         elif key_type == KEY_TYPE_GROUP and not ctx.authorize(
                 Op.DESCRIBE, ResourceType.GROUP, key):
             entry["error_code"] = E.GROUP_AUTHORIZATION_FAILED
@@ -107,9 +121,10 @@ async def handle_find_coordinator(broker: GroupServices, ctx: RequestContext, re
         else:
             # Any key, "" included, hashes to a partition (old clients look up "");
             # its coordinator is that partition's leader, here or on another broker.
-            part = internal.partitions.get(core.partition_for(key)) if internal else None
+            hashed = share_key if share_key is not None else key
+            part = internal.partitions.get(core.partition_for(hashed)) if internal else None
             leader = live.get(part.leader) if part is not None else None
-            code = core.coordinator_error(key)
+            code = core.coordinator_error(hashed)
             if code == E.NONE:
                 entry.update(node_id=me["node_id"], host=me["host"], port=me["port"])
             elif leader is not None and leader["node_id"] != broker.node_id:

@@ -17,7 +17,7 @@ from . import authz
 from .admin import create_topics
 
 ZERO_UUID = uuid.UUID(int=0)
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 def brokers_for(image: MetadataImage, listener: str,

@@ -5,7 +5,8 @@ The heartbeat and describe translate to `coordinator/share_group.py`. ShareFetch
 and ShareAcknowledge run on the leader of each partition: the share session
 (broker/share_session.py) says which partitions the member fetches, the share
 partition (coordinator/share_partition.py) which records it may acquire and what
-its acknowledgements do, and its durable state (share_state_store.py) is written
+its acknowledgements do, and its durable state is written to the share
+coordinator (`__share_group_state`, through coordinator/share_persister.py)
 before the answer goes out. Records are served as ShareFetch carries them: whole
 batches from the log, with the acquired offset runs beside them; the client
 delivers only the acquired records.
@@ -24,6 +25,7 @@ import uuid
 from typing import Any
 
 from ...coordinator import errors as CE
+from ...coordinator.share_coordinator import FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH
 from ...coordinator.share_group import ShareHeartbeat, heartbeat_error
 from ...coordinator.share_partition import INVALID_REQUEST, SharePartition
 from ...protocol import errors as E
@@ -47,6 +49,7 @@ from .consumer_groups import heartbeat_checks
 from .groups import _client_host, _may_read, _ready
 
 UNKNOWN_TOPIC_ID = 100
+REQUEST_TIMED_OUT = 7
 INVALID_GROUP_ID = 24
 MAX_WAIT_CAP_MS = 60_000
 LOCK_POLL_S = 0.25  # a parked ShareFetch looks again this often (locks run out)
@@ -181,29 +184,46 @@ def _readable(broker: ShareServices, ctx: RequestContext, topic_ids: list[uuid.U
     return authz.topics_allowed(ctx, Op.READ, names)
 
 
-def _share_partition(broker: ShareServices, group: str, target: _Target) -> SharePartition | None:
+def _state_error(code: int) -> int:
+    """A share-state error as a ShareFetch/ShareAcknowledge partition can carry it:
+    a deposed leader (fenced by its successor's read) is NOT_LEADER_OR_FOLLOWER,
+    so the client looks for the new one; a coordinator that cannot be reached is
+    COORDINATOR_NOT_AVAILABLE."""
+    if code in (FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH):
+        return E.NOT_LEADER_OR_FOLLOWER
+    if code in (CE.NOT_COORDINATOR, CE.COORDINATOR_LOAD_IN_PROGRESS, REQUEST_TIMED_OUT):
+        return CE.COORDINATOR_NOT_AVAILABLE
+    return code
+
+
+async def _share_partition(broker: ShareServices, group: str,
+                           target: _Target) -> tuple[int, SharePartition | None]:
     plog = target.part.log
     reset = broker.share.group_config(group).auto_offset_reset
 
     def initial() -> int:
         return plog.log_start_offset if reset == "earliest" else plog.high_watermark
 
-    return broker.share.partitions.get((group, target.topic_id, target.index), initial)
+    code, sp = await broker.share.partitions.get(
+        (group, target.topic_id, target.index), initial, target.part.leader_epoch)
+    if code != E.NONE:
+        return _state_error(code), None
+    return (E.NONE, sp) if sp is not None else (E.UNKNOWN_SERVER_ERROR, None)
 
 
-def _acknowledge(broker: ShareServices, group: str, member: str, target: _Target,
-                 batches: Any) -> int:
+async def _acknowledge(broker: ShareServices, group: str, member: str, target: _Target,
+                       batches: Any) -> int:
     if target.error:
         return target.error
-    sp = _share_partition(broker, group, target)
+    code, sp = await _share_partition(broker, group, target)
     if sp is None:
-        return E.UNKNOWN_SERVER_ERROR
+        return code
     plan = [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
     if any(not types for _, _, types in plan):
         return INVALID_REQUEST
     code = sp.acknowledge(member, plan)
-    broker.share.partitions.persist((group, target.topic_id, target.index), sp)
-    return code
+    written = await broker.share.partitions.persist((group, target.topic_id, target.index), sp)
+    return code if code != E.NONE else _state_error(written)
 
 
 def _session(cache: ShareSessionCache, key: tuple[str, str], epoch: int) -> ShareSession:
@@ -241,7 +261,8 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
             target = _Target(broker, readable, t.topic_id, p.partition_index)
             requested.append((t.topic_id, p.partition_index))
             if p.acknowledgement_batches:
-                code = _acknowledge(broker, group, member, target, p.acknowledgement_batches)
+                code = await _acknowledge(broker, group, member, target,
+                                          p.acknowledgement_batches)
                 answers[(t.topic_id, p.partition_index)] = _fetch_partition(
                     p.partition_index, ack_code=code, part=target.part)
     settings = broker.share.group_config(group)
@@ -265,9 +286,9 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
             # (fetch_memory.py), is spent: wait for some of it; with none, the
             # answer holds one batch.
             await memory.wait_for_room(deadline - time.monotonic())
-        got, keys = _acquire_all(broker, group, member, targets, answers, max_records,
-                                 max(1, min(max_bytes, memory.available())),
-                                 settings.read_committed)
+        got, keys = await _acquire_all(broker, group, member, targets, answers, max_records,
+                                       max(1, min(max_bytes, memory.available())),
+                                       settings.read_committed)
         remaining = deadline - time.monotonic()
         if got or answers or remaining <= 0 or not keys:
             break
@@ -293,7 +314,7 @@ def _fetch_answer(answers: dict[tuple[uuid.UUID, int], dict[str, Any]],
             "node_endpoints": []}
 
 
-def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_Target],
+async def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_Target],
                  answers: dict[tuple[uuid.UUID, int], dict[str, Any]], max_records: int,
                  max_bytes: int, read_committed: bool = False
                  ) -> tuple[int, list[tuple[str, int]]]:
@@ -317,8 +338,12 @@ def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_
         assert target.name is not None
         if got >= max_records or total_bytes >= max_bytes:
             break
-        sp = _share_partition(broker, group, target)
+        code, sp = await _share_partition(broker, group, target)
         if sp is None:
+            if tp not in answers:
+                answers[tp] = _fetch_partition(target.index, code, part=target.part)
+            else:
+                answers[tp]["error_code"] = code
             continue
         share_key = (group, target.topic_id, target.index)
         plog = target.part.log
@@ -349,7 +374,8 @@ def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_
                 end = next((h.position + h.size for h in headers if h.last_offset >= last),
                            len(data))
                 data = bytes(data[:end])
-        broker.share.partitions.persist(share_key, sp)
+        # expired locks, a moved log start: no acquisition waits for them
+        broker.share.partitions.persist_later(share_key, sp)
         if not runs:
             continue
         got += sum(b - a + 1 for a, b, _ in runs)
@@ -407,7 +433,8 @@ async def handle_share_acknowledge(broker: ShareServices, ctx: RequestContext,
         parts = []
         for p in t.partitions:
             target = _Target(broker, readable, t.topic_id, p.partition_index)
-            code = _acknowledge(broker, group, member, target, p.acknowledgement_batches)
+            code = await _acknowledge(broker, group, member, target,
+                                      p.acknowledgement_batches)
             parts.append({"partition_index": p.partition_index, "error_code": code,
                           "error_message": None, "current_leader": _leader(target.part)})
         responses.append({"topic_id": t.topic_id, "partitions": parts})

@@ -2,15 +2,17 @@
 DeleteShareGroupOffsets.
 
 Sent to the group's coordinator, as in Kafka. The state they read and change is
-the share partitions' (their start offsets, SPSO), which odradek keeps on each
-partition's leader (share_state_store.py), not in a share coordinator's topic:
-these handlers answer for the partitions this node leads, and a partition led
-by another broker answers NOT_LEADER_OR_FOLLOWER (docs/share_groups.md; on one
-broker, or when the coordinator leads the partitions, that never happens).
+the share partitions' (their start offsets, SPSO), which the share-partition
+leaders keep with the share coordinator (`__share_group_state`). Alter and
+Delete change it through the partition leader's path, so they answer for the
+partitions this node leads, and a partition led by another broker answers
+NOT_LEADER_OR_FOLLOWER (docs/share_groups.md; on one broker, or when the
+group coordinator leads the partitions, that never happens).
 
 Describe gives each partition's start offset and lag (records from the start
 offset to the high watermark not yet acknowledged or archived), or -1 where the
-group never read it. Alter and Delete need the group empty (NON_EMPTY_GROUP):
+group never read it; for a partition led by another broker, the start offset
+and leader epoch from the share coordinator's ReadShareGroupStateSummary, lag -1. Alter and Delete need the group empty (NON_EMPTY_GROUP):
 Alter starts each named partition again at the offset given, Delete forgets
 the group's state of each named topic.
 """
@@ -54,6 +56,18 @@ def _led(broker: ShareServices, name: str, index: int) -> Any:
     return part if part is not None and part.leader == broker.node_id else None
 
 
+async def _summary(broker: ShareServices, key: tuple[str, Any, int]) -> dict[str, Any]:
+    persister = broker.share.persister
+    if persister is None:
+        return {"error_code": E.NOT_LEADER_OR_FOLLOWER, "error_message": NOT_LEADER}
+    code, state = await persister.summary(key)
+    if code != E.NONE:
+        return {"error_code": code, "error_message": None}
+    if state is None:
+        return {}
+    return {"start_offset": state.start_offset, "leader_epoch": state.leader_epoch}
+
+
 async def handle_describe_share_group_offsets(
     broker: ShareServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
@@ -68,7 +82,10 @@ async def handle_describe_share_group_offsets(
             continue
         wanted: dict[str, list[int]] = {}
         if g.topics is None:  # every topic the group has state for
-            for _, topic_id, index in broker.share.partitions.keys_of(g.group_id):
+            keys = set(broker.share.partitions.keys_of(g.group_id))
+            if broker.share.coordinator is not None:  # the state this node coordinates
+                keys.update(broker.share.coordinator.core.keys_of(g.group_id))
+            for _, topic_id, index in sorted(keys, key=lambda k: (str(k[1]), k[2])):
                 topic = image.topics_by_id.get(topic_id)
                 if topic is not None:
                     wanted.setdefault(topic.name, []).append(index)
@@ -89,9 +106,12 @@ async def handle_describe_share_group_offsets(
                 if index not in topic.partitions:
                     entry["error_code"] = E.UNKNOWN_TOPIC_OR_PARTITION
                 elif part is None:
-                    entry.update(error_code=E.NOT_LEADER_OR_FOLLOWER, error_message=NOT_LEADER)
+                    # led elsewhere: the share coordinator's summary (no lag: the
+                    # high watermark is the leader's)
+                    entry.update(await _summary(broker, (g.group_id, topic.topic_id, index)))
                 else:
-                    sp = broker.share.partitions.peek((g.group_id, topic.topic_id, index))
+                    sp = await broker.share.partitions.read_stored(
+                        (g.group_id, topic.topic_id, index), part.leader_epoch)
                     if sp is not None:
                         entry.update(start_offset=sp.start_offset,
                                      leader_epoch=part.leader_epoch,
@@ -146,12 +166,13 @@ async def handle_alter_share_group_offsets(
                 if start == -1 or start > log.high_watermark:  # -1: latest, as Kafka
                     start = log.high_watermark
                 start = max(start, log.log_start_offset)
-                sp = broker.share.partitions.get(key, functools.partial(int, start))
+                got, sp = await broker.share.partitions.get(
+                    key, functools.partial(int, start), part.leader_epoch)
                 if sp is None:
-                    entry["error_code"] = E.UNKNOWN_SERVER_ERROR
+                    entry["error_code"] = got if got != E.NONE else E.UNKNOWN_SERVER_ERROR
                 else:
                     sp.reset(start)
-                    broker.share.partitions.persist(key, sp)
+                    entry["error_code"] = await broker.share.partitions.persist(key, sp)
             parts.append(entry)
         responses.append({"topic_name": t.topic_name,
                           "topic_id": topic.topic_id if topic else None, "partitions": parts})
@@ -180,6 +201,9 @@ async def handle_delete_share_group_offsets(
                 if _led(broker, t.topic_name, index) is None:
                     entry.update(error_code=E.NOT_LEADER_OR_FOLLOWER, error_message=NOT_LEADER)
                     continue
-                broker.share.partitions.forget((req.group_id, topic.topic_id, index))
+                code = await broker.share.partitions.forget(
+                    (req.group_id, topic.topic_id, index))
+                if code != E.NONE:
+                    entry["error_code"] = code
         responses.append(entry)
     return {"error_code": E.NONE, "error_message": None, "responses": responses}
