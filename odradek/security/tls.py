@@ -269,8 +269,9 @@ def _first_controller_listener(config: Any) -> str | None:
 # One server-side TLS connection, sans I/O
 
 
-# Decrypted bytes are taken from OpenSSL this much at a time (a TLS record holds 16 KiB).
-TLS_READ_CHUNK_BYTES = 64 * 1024
+# Decrypted bytes are taken from OpenSSL this much at a time: one read gives at most one
+# TLS record's content, 16 KiB, so a larger size only allocates more per read.
+TLS_READ_CHUNK_BYTES = 16 * 1024
 
 
 class TlsHandshakeTimeout(Exception):
@@ -292,6 +293,12 @@ class TlsSession:
         self._incoming = ssl.MemoryBIO()
         self._outgoing = ssl.MemoryBIO()
         self._ssl = context.wrap_bio(self._incoming, self._outgoing, server_side=True)
+        # OpenSSL hands out one TLS record per read, and librdkafka sends many small
+        # records (a quarter of 1 KiB values came as a record of their own, each after
+        # a ~10-byte one; docs/configuration.md): the reads below call the C object
+        # under ssl.SSLObject (CPython's _sslobj, same read()) to skip one Python call
+        # per TLS record.
+        self._read = getattr(self._ssl, "_sslobj", self._ssl).read
         self.handshake_done = False
         self.peer_closed = False  # the peer sent close_notify
 
@@ -303,19 +310,16 @@ class TlsSession:
             except ssl.SSLWantReadError:
                 return b""
             self.handshake_done = True
-        chunks = []
-        while True:
-            try:
-                chunk = self._ssl.read(TLS_READ_CHUNK_BYTES)
-            except ssl.SSLWantReadError:
-                break
-            except ssl.SSLZeroReturnError:
-                self.peer_closed = True
-                break
-            if not chunk:  # CPython's read answers close_notify with b""
-                self.peer_closed = True
-                break
-            chunks.append(chunk)
+        chunks: list[bytes] = []
+        append, read = chunks.append, self._read
+        try:
+            while chunk := read(TLS_READ_CHUNK_BYTES):
+                append(chunk)
+            self.peer_closed = True  # CPython's read answers close_notify with b""
+        except ssl.SSLWantReadError:
+            pass
+        except ssl.SSLZeroReturnError:
+            self.peer_closed = True
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def send(self, data: bytes | bytearray | memoryview) -> bytes:
