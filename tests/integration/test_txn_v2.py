@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
 NONE, INVALID_UPDATE_VERSION = 0, 95
 TV = "transaction.version"
+ELR = "eligible.leader.replicas.version"
 
 
 def _features(bootstrap: str) -> tuple[dict[str, tuple[int, int]], dict[str, int], int]:
@@ -49,15 +50,15 @@ def _features_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str
 def enable_tv2(bootstrap: str) -> None:
     r = _update(bootstrap, 2)
     assert [x.error_code.value for x in r.results] == [NONE]
-    assert _features(bootstrap)[1] == {TV: 2}
+    assert _features(bootstrap)[1] == {TV: 2, ELR: 1}
 
 
 def test_transaction_version_is_finalized_by_update_features_and_survives_restart(
         broker_factory):
     b = broker_factory(TXN_BROKER)
     supported, finalized, _ = _features(b.bootstrap)
-    assert supported == {TV: (0, 2), "eligible.leader.replicas.version": (0, 1)}
-    assert finalized == {}
+    assert supported == {TV: (0, 2), ELR: (0, 1)}
+    assert finalized == {ELR: 1}  # a new cluster: eligible leader replicas on (KIP-966)
     # out of range, unknown, or a downgrade without a downgrade type: refused, nothing changes
     assert _update(b.bootstrap, 3).results[0].error_code.value == INVALID_UPDATE_VERSION
     unknown = call(b.bootstrap, api.ApiKey.UPDATE_FEATURES, 2, {"feature_updates": [
@@ -65,23 +66,23 @@ def test_transaction_version_is_finalized_by_update_features_and_survives_restar
     assert unknown.error_code.value == INVALID_UPDATE_VERSION
     dry = _features_cli(b.bootstrap, "upgrade", "--feature", f"{TV}=2", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert _features(b.bootstrap)[1] == {}
+    assert _features(b.bootstrap)[1] == {ELR: 1}
     up = _features_cli(b.bootstrap, "upgrade", "--feature", f"{TV}=2")
     assert up.returncode == 0 and "upgraded to 2" in up.stdout, up.stderr
     _, finalized, epoch = _features(b.bootstrap)
-    assert finalized == {TV: 2} and epoch >= 0
+    assert finalized == {TV: 2, ELR: 1} and epoch >= 0
     assert _update(b.bootstrap, 1).results[0].error_code.value == INVALID_UPDATE_VERSION
     b.restart()
-    assert _features(b.bootstrap)[1] == {TV: 2}
+    assert _features(b.bootstrap)[1] == {TV: 2, ELR: 1}
     described = _features_cli(b.bootstrap, "describe")
     assert described.returncode == 0, described.stderr
     assert f"Feature: {TV}\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\t" \
            "FinalizedVersionLevel: 2" in described.stdout
     down = _features_cli(b.bootstrap, "downgrade", "--feature", f"{TV}=1")
     assert down.returncode == 0, down.stderr
-    assert _features(b.bootstrap)[1] == {TV: 1}
+    assert _features(b.bootstrap)[1] == {TV: 1, ELR: 1}
     assert _update(b.bootstrap, 0, upgrade_type=2, version=0).results[0].error_code.value == NONE
-    assert _features(b.bootstrap)[1] == {}
+    assert _features(b.bootstrap)[1] == {ELR: 1}
 
 
 # -- EndTxn v5: the epoch bump -----------------------------------------------------------
