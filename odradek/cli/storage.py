@@ -59,6 +59,7 @@ from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.metadata import features as F
 from odradek.metadata import records as R
 from odradek.metadata.bootstrap import write_bootstrap_records
+from odradek.metadata.raft_quorum import controller_endpoint
 from odradek.metadata.snapshots import MetadataSnapshots, bootstrap_checkpoint
 from odradek.raft.config import InvalidVoters, VoterAddress, VoterSet
 from odradek.raft.log import OffsetAndEpoch, snapshot_file_name
@@ -118,19 +119,6 @@ def format_dirs(
         tmp.replace(meta)
         done.append(f"Formatting {d} with metadata.version (odradek) and cluster {cluster_id}")
     return done
-
-
-def controller_endpoint(config: BrokerConfig) -> VoterAddress:
-    """This controller's endpoint for the VotersRecord: its first controller
-    listener (advertised if `advertised.listeners` names it)."""
-    names = sorted(config.controller_listener_names)
-    if not names:
-        raise ValueError("controller.listener.names is not set")
-    for endpoints in (config._advertised_endpoints(), config.listeners):
-        for e in endpoints:
-            if e.name == names[0]:
-                return VoterAddress(config.node_id, e.host or "localhost", e.port, e.name)
-    raise ValueError(f"no listener named {names[0]} (controller.listener.names)")
 
 
 def parse_initial_controllers(text: str, listener: str) -> VoterSet:
