@@ -120,7 +120,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     # v5 (KIP-890) lets the answer carry TRANSACTION_ABORTABLE: same fields
-    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.INIT_PRODUCER_ID: (0, 6),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),

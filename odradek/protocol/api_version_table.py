@@ -32,7 +32,6 @@ _VOTERS = "dynamic controller voters (KIP-853): not built"
 NOTES: dict[int, str] = {
     2: "v9-v11 answer tiered-storage offsets (earliest-local, latest-tiered, "
        "earliest pending upload): not built",
-    22: "v6 is two-phase commit (KIP-939): not built",
     27: "v2 carries each marker's transaction version: " + _TXN_V2,
     38: "delegation tokens: not built", 39: "delegation tokens: not built",
     40: "delegation tokens: not built", 41: "delegation tokens: not built",

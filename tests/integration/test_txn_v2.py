@@ -327,3 +327,24 @@ def test_a_transaction_version_1_client_works_unchanged_on_a_tv2_cluster(
         p.abort_transaction(30)
     got = read_values(b.bootstrap, topic_name, 2, "read_committed", expect=8)
     assert sorted(got) == sorted(b"c%d-%d" % (r, i) for r in range(2) for i in range(4))
+
+
+# -- InitProducerId v6: two-phase commit (KIP-939) ------------------------------------------
+
+
+def test_init_producer_id_v6_refuses_two_phase_commit_as_kafka_with_it_disabled(broker_factory):
+    """Kafka's default transaction.two.phase.commit.enable=false: enable2Pc gets
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, keepPreparedTxn INVALID_REQUEST; without
+    them v6 answers as v5, with no ongoing transaction (-1, -1)."""
+    b = broker_factory(TXN_BROKER)
+
+    def init(tid: str, **flags: bool) -> Any:
+        return call(b.bootstrap, api.ApiKey.INIT_PRODUCER_ID, 6, {
+            "transactional_id": tid, "transaction_timeout": 60000,
+            "producer_id": -1, "producer_epoch": -1, **flags})
+
+    assert init("tx-2pc", enable2_pc=True).error_code.value == 53
+    assert init("tx-2pc", keep_prepared_txn=True).error_code.value == 42
+    r = init("tx-2pc")
+    assert r.error_code.value == NONE and r.producer_id >= 0 and r.producer_epoch == 0
+    assert (r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch) == (-1, -1)
