@@ -348,3 +348,43 @@ def test_init_producer_id_v6_refuses_two_phase_commit_as_kafka_with_it_disabled(
     r = init("tx-2pc")
     assert r.error_code.value == NONE and r.producer_id >= 0 and r.producer_epoch == 0
     assert (r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch) == (-1, -1)
+
+
+# -- WriteTxnMarkers v2: the marker's transaction version -------------------------------------
+
+
+def test_write_txn_markers_v2_with_transaction_version_2_needs_an_epoch_above_the_producers(
+        broker_factory, topic_name):
+    """As Kafka 4's leader: a v2 marker with transaction version 2 (the coordinator
+    bumped the epoch at the transaction's end) is refused with INVALID_PRODUCER_EPOCH
+    unless its epoch is above the producer's; version 0/1 (and v1) only refuses an
+    older one."""
+    from odradek.protocol.records import Record, build_batch
+    from tests.integration.clients import create_topic
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 1)
+    r = call(b.bootstrap, api.ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": None, "transaction_timeout": 60000,
+        "producer_id": -1, "producer_epoch": -1})
+    pid, epoch = r.producer_id, r.producer_epoch
+    batch = build_batch([Record(offset=-1, timestamp=TS, value=b"x")],
+                        producer_id=pid, producer_epoch=epoch, base_sequence=0)
+    produced = call(b.bootstrap, api.ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 10000,
+        "topic_data": [{"name": topic_name, "partition_data": [
+            {"index": 0, "records": batch}]}]})
+    assert produced.responses[0].partition_responses[0].error_code.value == NONE
+
+    def marker(version: int, marker_epoch: int, **tv: int) -> int:
+        resp = call(b.bootstrap, api.ApiKey.WRITE_TXN_MARKERS, version, {"markers": [{
+            "producer_id": pid, "producer_epoch": marker_epoch, "transaction_result": False,
+            "topics": [{"name": topic_name, "partition_indexes": [0]}],
+            "coordinator_epoch": 0, **tv}]})
+        return resp.markers[0].topics[0].partitions[0].error_code.value
+
+    assert marker(2, epoch, transaction_version=2) == INVALID_EPOCH
+    assert marker(2, epoch, transaction_version=1) == NONE
+    assert marker(1, epoch) == NONE
+    assert marker(2, epoch + 1, transaction_version=2) == NONE
+    assert marker(1, epoch) == INVALID_EPOCH  # now older than the producer's
