@@ -28,6 +28,7 @@ from typing import Protocol
 
 from ..configdef import ConfigError
 from ..metadata import elr as ELR
+from ..metadata import features as F
 from ..metadata import records as R
 from ..metadata.bootstrap import read_bootstrap_records
 from ..metadata.cluster_control import AlterPartitionAnswer, ClusterControl, HeartbeatAnswer
@@ -129,9 +130,12 @@ class ControllerService:
         broker gets a fresh session (Kafka's controller failover does the same)."""
         if active and not self.active:
             self.control.activate(self.broker.image, _now_ms())
-            if self._bootstrap and self.broker.image.offset < 0:
-                # queued on the metadata lock before any request can be
-                records = self._bootstrap
+            if self.broker.image.offset < 0:
+                # a new cluster: `storage format`'s records and the feature
+                # levels new clusters start at, queued on the metadata lock
+                # before any request can be
+                records = F.new_cluster_records(
+                    self._bootstrap, int(self.broker.config.get("min.insync.replicas")))
                 self._bootstrap_task = asyncio.get_running_loop().create_task(
                     self._commit_bootstrap(records))
         self.active = active
@@ -144,8 +148,7 @@ class ControllerService:
     async def _commit_bootstrap(self, records: list[R.MetadataRecord]) -> None:
         try:
             await self.decide(lambda image: list(records))
-            log.info("bootstrap: committed %d record(s) of %s to the new metadata log",
-                     len(records), "storage format")
+            log.info("bootstrap: committed %d record(s) to the new metadata log", len(records))
         except NotControllerError:
             pass  # leadership moved at once: the next active controller finds the log empty
         except Exception:

@@ -10,7 +10,9 @@
 finalized levels and their epoch); the changes send UpdateFeatures, which any
 broker relays to the controller. odradek's features are transaction.version
 (2: transactions v2, KIP-890 part 2) and eligible.leader.replicas.version (1:
-eligible leader replicas, KIP-966); metadata/features.py.
+eligible leader replicas, KIP-966); metadata/features.py. With
+`--bootstrap-controller HOST:PORT` (as kafka-features.sh) every request goes
+to the active controller (cli/bootstrap_controller.py).
 Exit codes: 0 ok, 1 the broker refused (its message is printed), 2 usage.
 """
 
@@ -23,7 +25,7 @@ from typing import Any
 from odradek.metadata import features as F
 from odradek.protocol import api
 
-from . import client_config, options, output
+from . import bootstrap_controller, client_config, options, output
 from .connection import Connection, reporting_broker_errors
 
 VERSIONS: dict[int, int] = {api.ApiKey.API_VERSIONS: 3, api.ApiKey.UPDATE_FEATURES: 1}
@@ -34,6 +36,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "features", help="describe, upgrade and downgrade finalized feature levels",
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     options.add_bootstrap_argument(parser)
+    bootstrap_controller.add_argument(parser)
     output.add_format_argument(parser)
     client_config.add_argument(parser)
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
@@ -61,7 +64,8 @@ def _fail(message: str, code: int = 1) -> int:
 
 
 def _connect(args: argparse.Namespace) -> Connection:
-    return Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-features",
+    address, _ = bootstrap_controller.target(args)
+    return Connection(address, args.timeout, VERSIONS, b"odradek-features",
                       args.command_config)
 
 

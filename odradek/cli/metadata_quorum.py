@@ -6,6 +6,7 @@
         --controller-config controller.properties
     odradek metadata-quorum --bootstrap-server HOST:PORT remove-controller \
         --controller-id ID --controller-directory-id DIRID
+    odradek metadata-quorum --bootstrap-controller HOST:PORT describe --status   (and the rest)
 
 Both send DescribeQuorum v2 (KIP-595/836/853) to the bootstrap broker, which
 forwards it to the active controller (the quorum's leader) as Kafka's brokers
@@ -25,6 +26,9 @@ RemoveRaftVoter for `--controller-id` with `--controller-directory-id` (both
 shown by `describe --status`); the active controller may remove itself (a new
 leader is elected from the rest). Only a quorum formatted with --standalone or
 --initial-controllers (kraft.version 1) can change; one change at a time.
+`--bootstrap-controller` (KIP-919, as Kafka's tool) talks to the controllers
+instead: DescribeCluster to a listed controller names the active one, which
+gets the requests (cli/bootstrap_controller.py).
 Exit codes: 0 ok, 1 the broker answered with an error or could not be reached,
 2 usage or a bad --command-config.
 """
@@ -43,7 +47,7 @@ from odradek.config import BrokerConfig, ConfigError, parse_properties
 from odradek.protocol import api
 from odradek.raft.voters import uuid_bytes
 
-from . import output
+from . import bootstrap_controller, output
 from .connection import Connection, add_command, reporting_broker_errors
 from .storage import controller_endpoint
 
@@ -59,6 +63,7 @@ VERSIONS: dict[int, int] = {
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     parser, sub = add_command(subparsers, "metadata-quorum",
                               "describe the KRaft metadata quorum", __doc__)
+    bootstrap_controller.add_argument(parser)
     p = sub.add_parser("describe", help="the quorum's status or its replication")
     what = p.add_mutually_exclusive_group(required=True)
     what.add_argument("--status", action="store_true", help="leader, epoch, lag, voters")
@@ -77,7 +82,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def _voter_call(args: argparse.Namespace, key: int, body: dict[str, Any], what: str) -> int:
-    conn = Connection(args.bootstrap_server, args.timeout, VERSIONS,
+    address, _ = bootstrap_controller.target(args)
+    conn = Connection(address, args.timeout, VERSIONS,
                       b"odradek-metadata-quorum", args.command_config)
     try:
         resp = conn.call(key, body)
@@ -122,13 +128,14 @@ def _remove_controller(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    conn = Connection(args.bootstrap_server, args.timeout, VERSIONS, b"odradek-metadata-quorum",
+    address, controller = bootstrap_controller.target(args)
+    conn = Connection(address, args.timeout, VERSIONS, b"odradek-metadata-quorum",
                       args.command_config)
     try:
         resp = conn.call(api.ApiKey.DESCRIBE_QUORUM, {
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]})
-        cluster_id = None
-        if args.status:
+        cluster_id = controller.cluster_id if controller is not None else None
+        if args.status and controller is None:
             cluster_id = conn.call(api.ApiKey.METADATA, {
                 "topics": [], "allow_auto_topic_creation": False,
                 "include_cluster_authorized_operations": False,

@@ -4,6 +4,7 @@
     odradek storage format --cluster-id <id> -c server.properties [--ignore-formatted]
         [--add-scram 'SCRAM-SHA-256=[name=admin,password=admin-secret]' ...]
         [--standalone | --initial-controllers ID@HOST:PORT:DIRID,... | --no-initial-controllers]
+        [--feature NAME=LEVEL ...]
     odradek storage info -c server.properties
 
 `format` writes `meta.properties` (node.id, directory.id, version=1,
@@ -19,6 +20,11 @@ bootstrap.checkpoint, the UserScramCredentialRecords (salted; no password)
 go into `bootstrap-records.json` in the metadata log dir, one JSON record a
 line, and the first active controller of the cluster commits them to its
 empty metadata log (broker/controller_service.py).
+
+`--feature NAME=LEVEL` (`-f`, repeatable, as kafka-storage.sh's) sets the
+level a finalized feature starts at; a FeatureLevelRecord goes into the same
+file. Without it a new cluster starts at `eligible.leader.replicas.version=1`
+and `transaction.version=0` (metadata/features.py).
 
 Dynamic controller quorum (KIP-853, kraft.version 1), as kafka-storage.sh:
 a controller configured with `controller.quorum.bootstrap.servers` instead of
@@ -50,8 +56,10 @@ from typing import Any
 
 from odradek.cli.users import ScramSpecError, parse_scram_specs, salted_upsertion
 from odradek.config import BrokerConfig, ConfigError, parse_properties
+from odradek.metadata import features as F
 from odradek.metadata import records as R
 from odradek.metadata.bootstrap import write_bootstrap_records
+from odradek.metadata.raft_quorum import controller_endpoint
 from odradek.metadata.snapshots import MetadataSnapshots, bootstrap_checkpoint
 from odradek.raft.config import InvalidVoters, VoterAddress, VoterSet
 from odradek.raft.log import OffsetAndEpoch, snapshot_file_name
@@ -111,19 +119,6 @@ def format_dirs(
         tmp.replace(meta)
         done.append(f"Formatting {d} with metadata.version (odradek) and cluster {cluster_id}")
     return done
-
-
-def controller_endpoint(config: BrokerConfig) -> VoterAddress:
-    """This controller's endpoint for the VotersRecord: its first controller
-    listener (advertised if `advertised.listeners` names it)."""
-    names = sorted(config.controller_listener_names)
-    if not names:
-        raise ValueError("controller.listener.names is not set")
-    for endpoints in (config._advertised_endpoints(), config.listeners):
-        for e in endpoints:
-            if e.name == names[0]:
-                return VoterAddress(config.node_id, e.host or "localhost", e.port, e.name)
-    raise ValueError(f"no listener named {names[0]} (controller.listener.names)")
 
 
 def parse_initial_controllers(text: str, listener: str) -> VoterSet:
@@ -207,6 +202,26 @@ def scram_bootstrap_records(specs: list[str]) -> list[R.MetadataRecord]:
     return records
 
 
+def feature_bootstrap_records(specs: list[str]) -> list[R.MetadataRecord]:
+    """FeatureLevelRecords for `--feature NAME=LEVEL` values. Raises ValueError."""
+    levels: dict[str, int] = {}
+    for spec in specs:
+        name, sep, value = spec.partition("=")
+        name = name.strip()
+        if not sep or not value.strip().isdigit():
+            raise ValueError(f"--feature {spec!r}: expected NAME=LEVEL")
+        span = F.SUPPORTED.get(name)
+        if span is None:
+            raise ValueError(f"--feature {spec!r}: unknown feature; known: {', '.join(sorted(F.SUPPORTED))}")
+        level = int(value)
+        if level > span[1]:
+            raise ValueError(f"--feature {spec!r}: this node supports levels {span[0]}-{span[1]}")
+        if name in levels:
+            raise ValueError(f"--feature {name} given twice")
+        levels[name] = level
+    return [R.feature_level_record(name, level) for name, level in levels.items()]
+
+
 def _load(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.load(args.config, args.override)
 
@@ -223,6 +238,7 @@ def run(args: argparse.Namespace) -> int:
     if args.storage_command == "format":
         try:
             bootstrap = scram_bootstrap_records(args.add_scram)
+            features = feature_bootstrap_records(args.feature)
             voters = bootstrap_voters(args, config)
             directory_id = voters.directory_ids[config.node_id] if voters else None
             for line in format_dirs(config, args.cluster_id, args.ignore_formatted,
@@ -232,9 +248,10 @@ def run(args: argparse.Namespace) -> int:
                 checkpoint = write_bootstrap_snapshot(config.metadata_log_dir, voters)
                 print(f"Bootstrap: kraft.version 1, voters "
                       f"{','.join(str(v) for v in sorted(voters.ids))} in {checkpoint}")
-            if bootstrap:
-                path = write_bootstrap_records(config.metadata_log_dir, bootstrap)
-                print(f"Bootstrap: {len(bootstrap)} SCRAM credential(s) in {path}")
+            if bootstrap or features:
+                path = write_bootstrap_records(config.metadata_log_dir, bootstrap + features)
+                print(f"Bootstrap: {len(bootstrap)} SCRAM credential(s), "
+                      f"{len(features)} feature level(s) in {path}")
         except (ValueError, OSError) as e:
             print(f"error: {e}")
             return 1
@@ -266,6 +283,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                            help="a SCRAM user to bootstrap, e.g. "
                                 "'SCRAM-SHA-256=[name=admin,password=admin-secret]'; "
                                 "repeatable")
+            p.add_argument("-f", "--feature", action="append", default=[], metavar="NAME=LEVEL",
+                           help="a feature level the cluster starts at, e.g. "
+                                "eligible.leader.replicas.version=0; repeatable")
             quorum = p.add_mutually_exclusive_group()
             quorum.add_argument("-s", "--standalone", action="store_true",
                                 help="this controller is the only voter (KIP-853)")

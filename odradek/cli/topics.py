@@ -26,6 +26,7 @@ from . import client_config, options, output
 from .connection import with_login_check
 from .remote_sizes import remote_sizes, topic_ids
 from .tiered_offsets import tiered_offsets
+from .topic_elr import Elrs, eligible_leader_replicas
 
 DEFAULT_TIMEOUT_S = 15.0
 DYNAMIC_TOPIC_CONFIG = 1  # DescribeConfigs source of a topic's own override
@@ -122,6 +123,12 @@ def cmd_describe(args: argparse.Namespace) -> int:
         return _fail(f"cannot reach {args.bootstrap_server}: {options.error_text(e)}")
     names = args.topics or sorted(md.topics)
     status = 0
+    try:
+        elrs: Elrs | None = eligible_leader_replicas(
+            args.bootstrap_server, [n for n in names if n in md.topics], args.timeout,
+            args.command_config)
+    except (OSError, ValueError):
+        elrs = None  # printed as N/A, as kafka-topics.sh does without the API
     described: list[dict[str, Any]] = []
     for name in names:
         topic = md.topics.get(name)
@@ -146,7 +153,8 @@ def cmd_describe(args: argparse.Namespace) -> int:
                 "configs": {k: v.value for k, v in sorted(configs.items())
                             if int(getattr(v.source, "value", v.source)) == DYNAMIC_TOPIC_CONFIG},
                 "partitions": [{"partition": p.id, "leader": p.leader,
-                                "replicas": list(p.replicas), "isr": list(p.isrs)}
+                                "replicas": list(p.replicas), "isr": list(p.isrs),
+                                **_elr_fields(elrs, name, p.id)}
                                for p in partitions]})
             continue
         print(f"Topic: {name}\tPartitionCount: {len(topic.partitions)}\t"
@@ -162,7 +170,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         for p in partitions:
             print(f"\tTopic: {name}\tPartition: {p.id}\tLeader: {p.leader}\t"
                   f"Replicas: {','.join(map(str, p.replicas))}\t"
-                  f"Isr: {','.join(map(str, p.isrs))}")
+                  f"Isr: {','.join(map(str, p.isrs))}" + _elr_text(elrs, name, p.id))
             leader = md.brokers.get(p.leader)
             if tiered and leader is not None:
                 # the remote tier's offsets, from the leader (ListOffsets -2/-4/-5/-1)
@@ -175,6 +183,20 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if output.is_json(args):
         output.print_json(described)
     return status
+
+
+def _elr_fields(elrs: Elrs | None, topic: str, partition: int) -> dict[str, Any]:
+    got = None if elrs is None else elrs.get((topic, partition))
+    return {"elr": None if got is None else list(got[0]),
+            "last_known_elr": None if got is None else list(got[1])}
+
+
+def _elr_text(elrs: Elrs | None, topic: str, partition: int) -> str:
+    """kafka-topics.sh's `\tElr: ...\tLastKnownElr: ...` (N/A when unknown)."""
+    got = None if elrs is None else elrs.get((topic, partition))
+    if got is None:
+        return "\tElr: N/A\tLastKnownElr: N/A"
+    return f"\tElr: {','.join(map(str, got[0]))}\tLastKnownElr: {','.join(map(str, got[1]))}"
 
 
 def _remote_sizes(args: argparse.Namespace, admin: Any, name: str,

@@ -2,7 +2,8 @@
 
 Used by the transaction coordinator for the partitions it leads and by the
 WriteTxnMarkers handler. The marker's producer epoch must not be older than
-the partition's (INVALID_PRODUCER_EPOCH). Markers are appended as Kafka's
+the partition's (INVALID_PRODUCER_EPOCH; WriteTxnMarkers v2 with transaction
+version 2: not the same either, as Kafka 4's leaders check it). Markers are appended as Kafka's
 WriteTxnMarkers does, with acks=-1: refused below the partition's
 min.insync.replicas (NOT_ENOUGH_REPLICAS), and `write_markers` answers once
 the ISR has them (coordinator/replicated.py). On a `__consumer_offsets` partition
@@ -46,8 +47,10 @@ def advance_high_watermark(broker: PartitionHost, part: Any) -> None:
 
 
 def write_marker(broker: PartitionHost, topic: str, partition: int, producer_id: int,
-                 producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
-    """Append the marker; returns a Kafka error code."""
+                 producer_epoch: int, commit: bool, coordinator_epoch: int,
+                 transaction_version: int = 0) -> int:
+    """Append the marker; returns a Kafka error code. `transaction_version`
+    (WriteTxnMarkers v2) >= 2: the marker's epoch must be above the producer's."""
     rm = broker.replica_manager
     part = rm.get(topic, partition)
     if part is None:
@@ -59,7 +62,7 @@ def write_marker(broker: PartitionHost, topic: str, partition: int, producer_id:
         return refused
     plog = part.log
     try:
-        plog.producer_state.check_marker(producer_id, producer_epoch)
+        plog.producer_state.check_marker(producer_id, producer_epoch, transaction_version)
     except ProducerStateError as e:
         log.warning("%s-%d: marker refused: %s", topic, partition, e.message)
         return e.error_code
@@ -82,12 +85,13 @@ def write_marker(broker: PartitionHost, topic: str, partition: int, producer_id:
 
 async def write_markers(broker: PartitionHost, partitions: Iterable[tuple[str, int]], producer_id: int,
                         producer_epoch: int, commit: bool, coordinator_epoch: int,
-                        timeout_ms: int) -> dict[tuple[str, int], int]:
+                        timeout_ms: int, transaction_version: int = 0
+                        ) -> dict[tuple[str, int], int]:
     """Append the marker to each partition, then wait until the ISR has each;
     an error code per partition."""
     codes = {
         (topic, p): write_marker(broker, topic, p, producer_id, producer_epoch, commit,
-                                 coordinator_epoch)
+                                 coordinator_epoch, transaction_version)
         for topic, p in partitions
     }
     deadline = time.monotonic() + timeout_ms / 1000

@@ -21,7 +21,10 @@ odradek knows two features:
   cluster-wide ``min.insync.replicas`` is a dynamic cluster config (the
   upgrade writes it, with the controller's own value, when none is set, and
   drops per-broker overrides: `elr_safety_records`). A new cluster starts at
-  0 (Kafka 4.1 starts new clusters at 1).
+  1, as Kafka 4.1's: the first active controller of an empty metadata log
+  commits the level with the cluster-wide ``min.insync.replicas``
+  (`new_cluster_records`), unless `storage format --feature
+  eligible.leader.replicas.version=0` chose otherwise.
 
 `metadata.version` is not a feature here: odradek's metadata records are its
 own (metadata/records.py) and have no versions to finalize.
@@ -44,6 +47,8 @@ TRANSACTION_VERSION = "transaction.version"
 TV2 = 2  # transactions v2 (KIP-890 part 2)
 ELIGIBLE_LEADER_REPLICAS_VERSION = "eligible.leader.replicas.version"
 ELR_V1 = 1  # KIP-966 eligible leader replicas
+# the levels a new cluster starts at when `storage format` names none
+NEW_CLUSTER_LEVELS: Mapping[str, int] = {ELIGIBLE_LEADER_REPLICAS_VERSION: ELR_V1}
 
 # name -> (min, max) level this node supports
 SUPPORTED: Mapping[str, tuple[int, int]] = {TRANSACTION_VERSION: (0, 2),
@@ -137,3 +142,25 @@ def elr_safety_records(configs: Mapping[tuple[int, str], Mapping[str, str]],
         if resource_type == R.RESOURCE_BROKER and name != "" and key in entries:
             out.append(R.config_record(R.RESOURCE_BROKER, name, key, None))
     return out
+
+
+def new_cluster_records(bootstrap: Sequence[R.MetadataRecord],
+                        static_min_insync_replicas: int) -> list[R.MetadataRecord]:
+    """What the first active controller commits to an empty metadata log: the
+    bootstrap records of `storage format`, then, when eligible leader replicas
+    end up on, ELR's safety records (after the bootstrap's configs, which they
+    correct), then a FeatureLevelRecord for each feature of `NEW_CLUSTER_LEVELS`
+    the bootstrap does not set."""
+    named = {r["name"]: int(r["feature_level"]) for r in bootstrap
+             if r.get("type") == R.FEATURE_LEVEL}
+    added = [R.feature_level_record(name, level) for name, level in NEW_CLUSTER_LEVELS.items()
+             if name not in named and level > 0]
+    levels = {**NEW_CLUSTER_LEVELS, **named}
+    safety: list[R.MetadataRecord] = []
+    if levels.get(ELIGIBLE_LEADER_REPLICAS_VERSION, 0) >= ELR_V1:
+        configs: dict[tuple[int, str], dict[str, str]] = {}
+        for r in bootstrap:
+            if r.get("type") == R.CONFIG and r.get("value") is not None:
+                configs.setdefault((r["resource_type"], r["resource_name"]), {})[r["name"]] = r["value"]
+        safety = elr_safety_records(configs, static_min_insync_replicas)
+    return list(bootstrap) + safety + added

@@ -145,12 +145,34 @@ def raft_config(config: Any) -> RaftConfig | None:
         voters=VoterSet(frozenset(addresses), addresses),
         kraft_version=kraft_version,
         directory_id=_directory_id(config.metadata_log_dir),
+        local_address=_local_address(config) if kraft_version else None,
         bootstrap_ids=tuple(-1 - i for i in range(len(bootstrap))) if kraft_version else (),
         election_timeout_ms=config.get(ELECTION_TIMEOUT_MS),
         fetch_timeout_ms=config.get(FETCH_TIMEOUT_MS),
         election_backoff_max_ms=config.get(ELECTION_BACKOFF_MAX_MS),
         request_timeout_ms=config.get(REQUEST_TIMEOUT_MS),
     )
+
+
+def controller_endpoint(config: Any) -> VoterAddress:
+    """This controller's endpoint for the VotersRecord: its first controller
+    listener (advertised if `advertised.listeners` names it). Raises ValueError."""
+    names = sorted(config.controller_listener_names)
+    if not names:
+        raise ValueError("controller.listener.names is not set")
+    for endpoints in (config._advertised_endpoints(), config.listeners):
+        for e in endpoints:
+            if e.name == names[0]:
+                return VoterAddress(config.node_id, e.host or "localhost", e.port, e.name)
+    raise ValueError(f"no listener named {names[0]} (controller.listener.names)")
+
+
+def _local_address(config: Any) -> VoterAddress | None:
+    try:
+        address = controller_endpoint(config)
+    except ValueError:
+        return None
+    return address if address.port > 0 else None
 
 
 def _directory_id(metadata_dir: Path) -> str:
@@ -199,6 +221,8 @@ class RaftMetadataQuorum(MetadataQuorum):
         self._calls: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         self._ticker: asyncio.Task[None] | None = None
+        # the leader's endpoint as the last response that named it said
+        self._leader_address: tuple[int, tuple[str, int]] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -347,7 +371,8 @@ class RaftMetadataQuorum(MetadataQuorum):
         src, body = raft_wire.request_from_wire(api_key, request)
         core = self.core
         if core is None or len(self._answers) >= MAX_PENDING_ANSWERS:
-            return raft_wire.response_to_wire(self._error_answer(body))
+            refused = self._error_answer(body)
+            return raft_wire.response_to_wire(refused, self._endpoint_of(refused.leader_id))
         self._next_incoming_id = (self._next_incoming_id + 1) & 0x7FFFFFFF
         key = (src, self._next_incoming_id)
         answer: asyncio.Future[M.Response] = asyncio.get_running_loop().create_future()
@@ -362,7 +387,14 @@ class RaftMetadataQuorum(MetadataQuorum):
             response = self._error_answer(body)
         finally:
             self._answers.pop(key, None)
-        return raft_wire.response_to_wire(response)
+        return raft_wire.response_to_wire(response, self._endpoint_of(response.leader_id))
+
+    def _endpoint_of(self, node_id: int) -> VoterAddress | None:
+        """Where `node_id` (a leader a response names) listens, if known."""
+        if node_id == self.node_id and self.config.local_address is not None:
+            return self.config.local_address
+        address = self.voters.addresses.get(node_id) or self.config.voters.addresses.get(node_id)
+        return address if address is not None and address.port > 0 else None
 
     def _error_answer(self, body: M.Request) -> M.Response:
         code, leader, epoch = NOT_LEADER_OR_FOLLOWER, self.leader_id, self.epoch
@@ -525,6 +557,8 @@ class RaftMetadataQuorum(MetadataQuorum):
         address = self.voters.addresses.get(node_id) or self.config.voters.addresses.get(node_id)
         if address is not None and address.port > 0:
             return address.host, address.port
+        if self._leader_address is not None and self._leader_address[0] == node_id:
+            return self._leader_address[1]
         servers = self.bootstrap_servers
         if node_id < 0 and -1 - node_id < len(servers):
             return servers[-1 - node_id]
@@ -551,6 +585,11 @@ class RaftMetadataQuorum(MetadataQuorum):
         try:
             response = await channel.request(api_key, version, data, timeout_s=timeout_ms / 1000)
             answer = raft_wire.response_from_wire(body, response)
+            learned = raft_wire.leader_endpoints(response).get(answer.leader_id)
+            if learned is not None and answer.leader_id >= 0:
+                # KIP-853: the leader's endpoint, for an observer that knows it
+                # only by id (one entry: the leader of the answer)
+                self._leader_address = (answer.leader_id, learned)
         except ChannelError as e:
             log.debug("raft %s to %d failed: %s", api.api_name(api_key), envelope.dst, e)
             return

@@ -10,6 +10,8 @@ out, responses out) and kio objects (requests in, responses in):
     EndQuorumEpoch v1               <-> EndQuorumEpochRequest / Response
     Fetch v12 (replica_id)          <-> FetchRequest / FetchResponse (snapshot_id tag)
     FetchSnapshot v1 (KIP-630)      <-> FetchSnapshotRequest / FetchSnapshotResponse
+    UpdateRaftVoter v0 (KIP-853)    <-> UpdateVoterRequest / UpdateVoterResponse (sent
+                                        only: the leader answers in broker/handlers/quorum.py)
 
 Records travel as the bytes of whole record batches (`metadata/raft_log.py`
 reads and writes them); a snapshot travels as `unaligned_records`, chunks of
@@ -26,6 +28,7 @@ from ..protocol import api
 from ..protocol.entities import ms
 from ..protocol.records import iter_batch_headers
 from ..raft import messages as M
+from ..raft.config import VoterAddress
 from ..raft.log import OffsetAndEpoch, RecordsSlice
 from ..raft.voters import ZERO_UUID, uuid_bytes, uuid_text
 from .quorum import METADATA_TOPIC, METADATA_TOPIC_ID
@@ -35,6 +38,7 @@ BEGIN_QUORUM_EPOCH_VERSION = 1
 END_QUORUM_EPOCH_VERSION = 1
 FETCH_VERSION = 17  # v17: the fetcher's replica directory id (KIP-853)
 FETCH_SNAPSHOT_VERSION = 1
+UPDATE_RAFT_VOTER_VERSION = 0
 FETCH_MAX_BYTES = 8 * 1024 * 1024
 
 
@@ -43,6 +47,11 @@ def _uuid(text: str) -> uuid.UUID | None:
     if not text or text == ZERO_UUID:
         return None
     return uuid.UUID(bytes=uuid_bytes(text))
+
+
+def _uuid_text(value: Any) -> str:
+    """kio's UUID as a Kafka Uuid (base64); "" for none."""
+    return uuid_text(value.bytes) if isinstance(value, uuid.UUID) else ""
 
 
 def _code(value: Any) -> int:
@@ -64,19 +73,21 @@ def request_to_wire(body: M.Request, cluster_id: str | None) -> tuple[int, int, 
     """(api key, version, request dict) for a request the core sends."""
     if isinstance(body, M.VoteRequest):
         return api.ApiKey.VOTE, VOTE_VERSION, {
-            "cluster_id": cluster_id, "voter_id": -1,
+            "cluster_id": cluster_id, "voter_id": body.voter_id,
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
                 "partition_index": 0, "replica_epoch": body.replica_epoch,
-                "replica_id": body.replica_id, "replica_directory_id": None,
-                "voter_directory_id": None, "last_offset_epoch": body.last_offset_epoch,
+                "replica_id": body.replica_id,
+                "replica_directory_id": _uuid(body.candidate_directory_id),
+                "voter_directory_id": _uuid(body.voter_directory_id),
+                "last_offset_epoch": body.last_offset_epoch,
                 "last_offset": body.last_offset, "pre_vote": body.pre_vote,
             }]}],
         }
     if isinstance(body, M.BeginQuorumEpochRequest):
         return api.ApiKey.BEGIN_QUORUM_EPOCH, BEGIN_QUORUM_EPOCH_VERSION, {
-            "cluster_id": cluster_id, "voter_id": -1,
+            "cluster_id": cluster_id, "voter_id": body.voter_id,
             "topics": [{"topic_name": METADATA_TOPIC, "partitions": [{
-                "partition_index": 0, "voter_directory_id": None,
+                "partition_index": 0, "voter_directory_id": _uuid(body.voter_directory_id),
                 "leader_id": body.leader_id, "leader_epoch": body.leader_epoch,
             }]}],
             "leader_endpoints": [],
@@ -118,6 +129,15 @@ def request_to_wire(body: M.Request, cluster_id: str | None) -> tuple[int, int, 
                 "position": body.position, "replica_directory_id": None,
             }]}],
         }
+    if isinstance(body, M.UpdateVoterRequest):
+        address = body.address
+        return api.ApiKey.UPDATE_RAFT_VOTER, UPDATE_RAFT_VOTER_VERSION, {
+            "cluster_id": cluster_id, "current_leader_epoch": body.current_leader_epoch,
+            "voter_id": body.voter_id, "voter_directory_id": _uuid(body.voter_directory_id),
+            "listeners": [{"name": address.listener, "host": address.host,
+                           "port": address.port}],
+            "k_raft_version_feature": {"min_supported_version": 0,
+                                       "max_supported_version": 1}}
     raise TypeError(f"no wire form for {type(body).__name__}")
 
 
@@ -164,6 +184,9 @@ def response_from_wire(body: M.Request, response: Any) -> M.Response:
             _snapshot_id(p.snapshot_id), int(p.size), int(p.position),
             bytes(p.unaligned_records) if p.unaligned_records else b"",
         )
+    if isinstance(body, M.UpdateVoterRequest):
+        leader = response.current_leader
+        return M.UpdateVoterResponse(code, int(leader.leader_id), int(leader.leader_epoch))
     if code:
         if isinstance(body, M.VoteRequest):
             return M.VoteResponse(code, M.NO_LEADER, M.NO_EPOCH, False, body.pre_vote)
@@ -189,10 +212,15 @@ def request_from_wire(api_key: int, request: Any) -> tuple[int, M.Request]:
         p = _partition(request)
         return int(p.replica_id), M.VoteRequest(
             int(p.replica_epoch), int(p.replica_id), int(p.last_offset_epoch),
-            int(p.last_offset), bool(getattr(p, "pre_vote", False)))
+            int(p.last_offset), bool(getattr(p, "pre_vote", False)),
+            int(getattr(request, "voter_id", -1)),
+            _uuid_text(getattr(p, "voter_directory_id", None)),
+            _uuid_text(getattr(p, "replica_directory_id", None)))
     if api_key == api.ApiKey.BEGIN_QUORUM_EPOCH:
         p = _partition(request)
-        return int(p.leader_id), M.BeginQuorumEpochRequest(int(p.leader_id), int(p.leader_epoch))
+        return int(p.leader_id), M.BeginQuorumEpochRequest(
+            int(p.leader_id), int(p.leader_epoch), int(getattr(request, "voter_id", -1)),
+            _uuid_text(getattr(p, "voter_directory_id", None)))
     if api_key == api.ApiKey.END_QUORUM_EPOCH:
         p = _partition(request)
         successors = tuple(int(c.candidate_id) for c in getattr(p, "preferred_candidates", ()))
@@ -202,11 +230,10 @@ def request_from_wire(api_key: int, request: Any) -> tuple[int, M.Request]:
         p = _partition(request)
         state = getattr(request, "replica_state", None)
         replica_id = int(state.replica_id) if state is not None else int(request.replica_id)
-        directory = getattr(p, "replica_directory_id", None)
         return replica_id, M.FetchRequest(
             replica_id, int(p.current_leader_epoch), int(p.fetch_offset),
             int(p.last_fetched_epoch), ms(request.max_wait),
-            uuid_text(directory.bytes) if isinstance(directory, uuid.UUID) else "")
+            _uuid_text(getattr(p, "replica_directory_id", None)))
     if api_key == api.ApiKey.FETCH_SNAPSHOT:
         p = _partition(request)
         return int(request.replica_id), M.FetchSnapshotRequest(
@@ -219,8 +246,23 @@ def request_from_wire(api_key: int, request: Any) -> tuple[int, M.Request]:
 # -- responses out ---------------------------------------------------------------------
 
 
-def response_to_wire(body: M.Response) -> dict[str, Any]:
-    """The response dict (entities.build / fetch_codec) for the core's answer."""
+def _endpoints(leader: VoterAddress | None, rack: bool = False) -> list[dict[str, Any]]:
+    if leader is None:
+        return []
+    entry: dict[str, Any] = {"node_id": leader.node_id, "host": leader.host, "port": leader.port}
+    if rack:
+        entry["rack"] = None
+    return [entry]
+
+
+def response_to_wire(body: M.Response, leader: VoterAddress | None = None) -> dict[str, Any]:
+    """The response dict (entities.build / fetch_codec) for the core's answer;
+    `leader`: the endpoint of the leader it names, sent as the response's
+    NodeEndpoints (KIP-853: Fetch v17, Vote v2, BeginQuorumEpoch and
+    EndQuorumEpoch v1, FetchSnapshot v1), so an observer that knows the
+    leader only by id learns where it is."""
+    if leader is not None and leader.node_id != body.leader_id:
+        leader = None
     if isinstance(body, M.FetchResponse):
         records = body.records
         data = records.payload if records is not None else b""
@@ -238,17 +280,29 @@ def response_to_wire(body: M.Response) -> dict[str, Any]:
             part["snapshot_id"] = snapshot_id_to_wire(body.snapshot_id)
         return {"error_code": 0, "session_id": 0,
                 "responses": [{"topic": METADATA_TOPIC, "topic_id": METADATA_TOPIC_ID,
-                               "partitions": [part]}]}
+                               "partitions": [part]}],
+                "node_endpoints": _endpoints(leader, rack=True)}
     if isinstance(body, M.FetchSnapshotResponse):
-        return fetch_snapshot_response(
+        answer = fetch_snapshot_response(
             body.error_code, body.leader_id, body.leader_epoch, body.snapshot_id, body.size,
             body.position, body.unaligned_records)
+        answer["node_endpoints"] = _endpoints(leader)
+        return answer
+    if isinstance(body, M.UpdateVoterResponse):
+        raise TypeError("UpdateRaftVoter is answered by broker/handlers/quorum.py")
     fields: dict[str, Any] = {"partition_index": 0, "error_code": body.error_code,
                               "leader_id": body.leader_id, "leader_epoch": body.leader_epoch}
     if isinstance(body, M.VoteResponse):
         fields["vote_granted"] = body.vote_granted
     return {"error_code": 0, "topics": [{"topic_name": METADATA_TOPIC, "partitions": [fields]}],
-            "node_endpoints": []}
+            "node_endpoints": _endpoints(leader)}
+
+
+def leader_endpoints(response: Any) -> dict[int, tuple[str, int]]:
+    """The NodeEndpoints of a KRaft response: node id -> (host, port)."""
+    return {int(e.node_id): (str(e.host), int(e.port))
+            for e in getattr(response, "node_endpoints", None) or ()
+            if str(e.host) and 0 < int(e.port) < 65536}
 
 
 def snapshot_id_to_wire(snapshot_id: OffsetAndEpoch | None) -> dict[str, int]:

@@ -125,7 +125,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.DELETE_TOPICS: (1, 6),
     ApiKey.DELETE_RECORDS: (0, 2),
     # v5 (KIP-890) lets the answer carry TRANSACTION_ABORTABLE: same fields
-    ApiKey.INIT_PRODUCER_ID: (0, 5),
+    ApiKey.INIT_PRODUCER_ID: (0, 6),
     ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 4),
     ApiKey.DESCRIBE_CONFIGS: (1, 4),
     ApiKey.ALTER_CONFIGS: (0, 2),
@@ -179,7 +179,9 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.ADD_PARTITIONS_TO_TXN: (0, 5),
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 4),
     ApiKey.END_TXN: (0, 5),
-    ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    # v2 names each marker's transaction version: 2 makes the leader refuse a
+    # marker whose epoch is not above the producer's (odradek's coordinator sends v1)
+    ApiKey.WRITE_TXN_MARKERS: (1, 2),
     ApiKey.TXN_OFFSET_COMMIT: (0, 5),  # v5: the implicit add of transactions v2
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),

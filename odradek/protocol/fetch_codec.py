@@ -23,7 +23,9 @@ struct):
             [v12+] tagged: 0 diverging_epoch (epoch int32, end_offset int64),
                            1 current_leader (leader_id int32, leader_epoch int32),
                            2 snapshot_id (end_offset int64, epoch int32)
-    [v12+] tagged fields (none sent)
+    [v12+] tagged: [v16+] 0 node_endpoints: compact array of (node_id int32,
+           host compact string, port int32, rack compact nullable string, tags);
+           sent only when given (the KRaft leader names itself, KIP-853)
 
 Tagged fields are sent only when they differ from their defaults (Debian's
 librdkafka 2.0.2 misreads default-valued ones).
@@ -69,6 +71,24 @@ def _tagged_partition(p: dict[str, Any]) -> bytes:
 
 
 _ZERO_UUID = bytes(16)
+
+
+def _compact(text: str | None) -> bytes:
+    if text is None:
+        return b"\x00"
+    raw = text.encode()
+    return encode_uvarint(len(raw) + 1) + raw
+
+
+def _tagged_top(version: int, data: dict[str, Any]) -> bytes:
+    endpoints = data.get("node_endpoints") if version >= 16 else None
+    if not endpoints:
+        return b"\x00"
+    body = bytearray(encode_uvarint(len(endpoints) + 1))
+    for e in endpoints:
+        body += _I32.pack(e["node_id"]) + _compact(e["host"]) + _I32.pack(e["port"])
+        body += _compact(e.get("rack")) + b"\x00"
+    return b"\x01\x00" + encode_uvarint(len(body)) + bytes(body)
 
 def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any]) -> list[bytes]:
     """The whole response frame (size prefix, header, body) as chunks."""
@@ -126,7 +146,7 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
         if flexible:
             head += b"\x00"
     if flexible:
-        head += b"\x00"
+        head += _tagged_top(version, data)
     chunks.append(bytes(head))
     header = _I32.pack(correlation_id) + (b"\x00" if flexible else b"")
     size = len(header) + sum(len(c) for c in chunks)

@@ -113,6 +113,9 @@ class RaftConfig:
     # (their node ids are unknown) by an observer looking for the leader.
     bootstrap_ids: tuple[int, ...] = ()
     directory_id: str = ""  # this node's metadata log dir (meta.properties), KIP-853
+    # KIP-853: this node's controller endpoint; a voter whose entry in the voter
+    # set differs sends UpdateRaftVoter to its leader (membership.py)
+    local_address: VoterAddress | None = None
 
     def __post_init__(self) -> None:
         for name in ("election_timeout_ms", "fetch_timeout_ms", "request_timeout_ms"):

@@ -117,6 +117,8 @@ class RaftCore(Election, Replication, Snapshots, Membership):
             if now >= self._fetch_deadline_ms and self.is_voter:
                 self._become_prospective()
             else:
+                if self.is_voter:
+                    self._maybe_update_voter()
                 if now >= self._fetch_deadline_ms:
                     # An observer whose leader went quiet keeps fetching but no
                     # longer vouches for it (KIP-996): it grants pre-votes, so
@@ -157,6 +159,11 @@ class RaftCore(Election, Replication, Snapshots, Membership):
             self._on_fetch_snapshot_request(envelope, body)
         elif isinstance(body, M.FetchSnapshotResponse):
             self._on_fetch_snapshot_response(envelope, body)
+        elif isinstance(body, M.UpdateVoterRequest):
+            self._on_update_voter_request(envelope, body)
+        elif isinstance(body, M.UpdateVoterResponse):
+            # the leader appends the new entry; a stale epoch moves this node on
+            self._observe(body.leader_epoch, body.leader_id)
         return self._drain()
 
     def propose(self, records: Sequence[bytes], now_ms: int) -> tuple[int, list[Effect]]:
@@ -216,6 +223,8 @@ class RaftCore(Election, Replication, Snapshots, Membership):
             return min(times)
         if self.state == State.FOLLOWER:
             times = [self._fetch_deadline_ms]
+            if self.is_voter and self._voter_entry_stale():
+                times.append(self._update_voter_due_ms)
             if self._in_flight is not None:
                 times.append(self._in_flight[1] + self.config.request_timeout_ms)
             else:

@@ -8,6 +8,8 @@ declares) to start fetching as a follower and to start leading.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from . import messages as M
 from .effects import LeaderChanged
 from .leader_state import LeaderState
@@ -63,6 +65,7 @@ class Election(RaftNode):
         self._fetch_deadline_ms = self.now_ms + self.config.fetch_timeout_ms
         self._fetched_from_leader = False
         self._next_fetch_ms = self.now_ms
+        self._schedule_update_voter()
         self._out.append(LeaderChanged(epoch, leader_id))
         self._send_fetch()
 
@@ -78,9 +81,10 @@ class Election(RaftNode):
             last_offset_epoch=self.log.last_fetched_epoch(),
             last_offset=self.log.log_end_offset,
             pre_vote=True,
+            candidate_directory_id=self.config.directory_id,
         )
         for voter in sorted(self.voters.ids - {self.node_id}):
-            self._send(voter, request)
+            self._send(voter, self._addressed_to(voter, request))
         self._maybe_win_pre_vote()
 
     def _become_candidate(self) -> None:
@@ -97,9 +101,10 @@ class Election(RaftNode):
             replica_id=self.node_id,
             last_offset_epoch=self.log.last_fetched_epoch(),
             last_offset=self.log.log_end_offset,
+            candidate_directory_id=self.config.directory_id,
         )
         for voter in sorted(self.voters.ids - {self.node_id}):
-            self._send(voter, request)
+            self._send(voter, self._addressed_to(voter, request))
         self._maybe_win_election()
 
     def _become_leader(self) -> None:
@@ -170,9 +175,20 @@ class Election(RaftNode):
         return False
 
     # -- votes ----------------------------------------------------------------------------
+    def _addressed_to(self, voter: int, request: M.VoteRequest) -> M.VoteRequest:
+        """`request` with the voter key (KIP-853) of `voter` in this node's set."""
+        return replace(request, voter_id=voter,
+                       voter_directory_id=self.voters.directory_ids.get(voter, ""))
+
     def _on_vote_request(self, envelope: M.Envelope, req: M.VoteRequest) -> None:
         if req.replica_epoch > self.epoch:
             self._become_unattached(req.replica_epoch)
+        if not self._is_local_key(req.voter_id, req.voter_directory_id):
+            # KIP-853: meant for another replica (this node was wiped and
+            # re-formatted, or the sender's voter set is another one): no vote
+            self._reply(envelope, M.VoteResponse(
+                M.INVALID_VOTER_KEY, self.leader_id, self.epoch, False, req.pre_vote))
+            return
         granted = False
         if req.replica_epoch == self.epoch and req.replica_id in self.voters:
             up_to_date = self._is_log_up_to_date(req.last_offset_epoch, req.last_offset)
@@ -216,6 +232,8 @@ class Election(RaftNode):
         )
         if not timed_out_on_named_leader and self._observe(resp.leader_epoch, resp.leader_id):
             return
+        if resp.error_code == M.INVALID_VOTER_KEY:
+            return  # not the voter asked (KIP-853): neither a grant nor a rejection
         if resp.leader_epoch != self.epoch:
             return
         if src not in self.voters:
@@ -259,12 +277,15 @@ class Election(RaftNode):
     def _send_begin_quorum_epoch(self, voter: int) -> None:
         assert self.leader is not None
         self.leader.replicas[voter].begin_sent_ms = self.now_ms
-        self._send(voter, M.BeginQuorumEpochRequest(self.node_id, self.epoch))
+        self._send(voter, M.BeginQuorumEpochRequest(
+            self.node_id, self.epoch, voter, self.voters.directory_ids.get(voter, "")))
 
     def _on_begin_quorum_epoch(self, envelope: M.Envelope, req: M.BeginQuorumEpochRequest) -> None:
         if req.leader_epoch >= self.epoch:
             self._observe(req.leader_epoch, req.leader_id)
         error = M.NONE if req.leader_epoch == self.epoch else M.FENCED_LEADER_EPOCH
+        if error == M.NONE and not self._is_local_key(req.voter_id, req.voter_directory_id):
+            error = M.INVALID_VOTER_KEY  # KIP-853: it still follows the leader, as Kafka's
         self._reply(envelope, M.BeginQuorumEpochResponse(error, self.leader_id, self.epoch))
 
     def _on_begin_quorum_epoch_response(self, src: int, resp: M.BeginQuorumEpochResponse) -> None:

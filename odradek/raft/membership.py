@@ -15,6 +15,13 @@ under the new set's majority. The rules, as Kafka's handlers keep them:
 * a voter removed or updated must be in the set with that directory id:
   VOTER_NOT_FOUND; the last voter cannot be removed: INVALID_REQUEST.
 
+A voter keeps its own entry current, as Kafka's KafkaRaftClient does: a
+follower voter compares, every `UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS` fetch
+timeouts, the endpoint the voter set holds for it with its own
+(`RaftConfig.local_address`, e.g. after a restart on another port) and sends
+UpdateRaftVoter to its leader when they differ. (Kafka also compares the
+supported kraft.version range; every odradek node supports 0-1.)
+
 A leader that removes itself leads (without counting itself towards the
 high watermark) until the removal commits, then resigns (EndQuorumEpoch to the
 remaining voters) and stays an observer. A part of `RaftCore` over node.py.
@@ -27,6 +34,9 @@ from .config import VoterAddress, VoterSet
 from .node import RaftNode
 from .state import State
 from .voters import KRAFT_VOTERS, ZERO_UUID, control_entry, encode_voters
+
+# Kafka's follower lets a few fetch rounds pass (3 fetch timeouts) between checks
+UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS = 3
 
 
 class VoterChangeError(Exception):
@@ -77,6 +87,43 @@ class Membership(RaftNode):
         if voters.addresses.get(node_id) == address:
             return self.voter_history.last_offset
         return self._append_voters(voters.with_voter(node_id, directory_id, address))
+
+    # -- a voter's own entry (UpdateRaftVoter) ------------------------------------------
+    def _schedule_update_voter(self) -> None:
+        period = UPDATE_VOTER_PERIOD_FETCH_TIMEOUTS * self.config.fetch_timeout_ms
+        self._update_voter_due_ms = self.now_ms + period
+
+    def _voter_entry_stale(self) -> bool:
+        """This node is a voter (its directory id, if the set names one) whose
+        endpoint in the voter set is not its own."""
+        local = self.config.local_address
+        voters = self.voters
+        if local is None or self.voter_history.kraft_version < 1 or self.node_id not in voters:
+            return False
+        known = voters.directory_ids.get(self.node_id, ZERO_UUID)
+        if known not in (ZERO_UUID, "", self.config.directory_id):
+            return False  # another replica of this id (this one was re-formatted)
+        return voters.addresses.get(self.node_id) != local
+
+    def _maybe_update_voter(self) -> None:
+        """A follower voter's periodic check: UpdateRaftVoter to the leader."""
+        if self.state != State.FOLLOWER or self.now_ms < self._update_voter_due_ms:
+            return
+        self._schedule_update_voter()
+        local = self.config.local_address
+        if local is not None and self._voter_entry_stale():
+            self._send(self.leader_id, M.UpdateVoterRequest(
+                self.node_id, self.config.directory_id, self.epoch, local))
+
+    def _on_update_voter_request(self, envelope: M.Envelope, req: M.UpdateVoterRequest) -> None:
+        """The leader's side, as Kafka's: answered at once, not on commit."""
+        error = self._leader_error(req.current_leader_epoch)
+        if error == M.NONE:
+            try:
+                self._update_voter(req.voter_id, req.voter_directory_id, req.address)
+            except VoterChangeError as e:
+                error = e.error_code
+        self._reply(envelope, M.UpdateVoterResponse(error, self.leader_id, self.epoch))
 
     # -- internals ------------------------------------------------------------------------
     def _check_can_change(self) -> None:

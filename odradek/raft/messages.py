@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .config import VoterAddress
 from .log import OffsetAndEpoch, RecordsSlice
 
 NO_LEADER = -1
@@ -44,6 +45,12 @@ class VoteRequest:
     last_offset_epoch: int
     last_offset: int  # the candidate's log end offset
     pre_vote: bool = False
+    # KIP-853 (Vote v1+): the voter the request is meant for, as the sender's
+    # voter set knows it; a receiver with another id or directory id answers
+    # INVALID_VOTER_KEY. -1: not sent (an older sender); "" : no directory id.
+    voter_id: int = NO_LEADER
+    voter_directory_id: str = ""
+    candidate_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +66,8 @@ class VoteResponse:
 class BeginQuorumEpochRequest:
     leader_id: int
     leader_epoch: int
+    voter_id: int = NO_LEADER  # KIP-853, as in VoteRequest
+    voter_directory_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,12 +134,30 @@ class FetchSnapshotResponse:
     unaligned_records: bytes = field(default=b"", repr=False)
 
 
+@dataclass(frozen=True, slots=True)
+class UpdateVoterRequest:
+    """KIP-853's UpdateRaftVoter, sent by a voter to its leader: the endpoint
+    (and kraft.version range, always 0-1 here) this node has now."""
+    voter_id: int
+    voter_directory_id: str
+    current_leader_epoch: int
+    address: VoterAddress
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateVoterResponse:
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+
+
 Request = (
     VoteRequest
     | BeginQuorumEpochRequest
     | EndQuorumEpochRequest
     | FetchRequest
     | FetchSnapshotRequest
+    | UpdateVoterRequest
 )
 Response = (
     VoteResponse
@@ -138,6 +165,7 @@ Response = (
     | EndQuorumEpochResponse
     | FetchResponse
     | FetchSnapshotResponse
+    | UpdateVoterResponse
 )
 Body = Request | Response
 REQUEST_TYPES = (
@@ -146,6 +174,7 @@ REQUEST_TYPES = (
     EndQuorumEpochRequest,
     FetchRequest,
     FetchSnapshotRequest,
+    UpdateVoterRequest,
 )
 
 

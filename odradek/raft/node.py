@@ -23,7 +23,7 @@ from .effects import Effect, HighWatermarkAdvanced, PersistElectionState, Send
 from .leader_state import LeaderState
 from .log import OffsetAndEpoch, RaftLog
 from .state import ElectionState, State
-from .voters import VoterHistory, base_of_snapshot
+from .voters import ZERO_UUID, VoterHistory, base_of_snapshot
 
 
 class RaftNode:
@@ -63,6 +63,9 @@ class RaftNode:
         self._next_fetch_ms = 0
         self._fetched_from_leader = False
         self._snapshot_fetch: tuple[OffsetAndEpoch, bytearray] | None = None
+        # Follower voter: when it next compares its voter set entry with its
+        # own endpoint (KIP-853 UpdateRaftVoter, membership.py)
+        self._update_voter_due_ms = 0
 
     @property
     def voters(self) -> VoterSet:
@@ -165,6 +168,15 @@ class RaftNode:
         mine = (self.log.last_fetched_epoch(), self.log.log_end_offset)
         return (last_offset_epoch, last_offset) >= mine
 
+    def _is_local_key(self, voter_id: int, directory_id: str) -> bool:
+        """A request's voter key (KIP-853) names this replica: no key (an
+        older sender), or this node's id and no or this node's directory id."""
+        if voter_id < 0:
+            return True
+        if voter_id != self.node_id:
+            return False
+        return directory_id in ("", ZERO_UUID) or directory_id == self.config.directory_id
+
     def _leader_error(self, current_leader_epoch: int) -> int:
         """The error a leader-only request gets here, NONE if this node may serve it."""
         if current_leader_epoch < self.epoch:
@@ -189,6 +201,9 @@ class RaftNode:
         raise NotImplementedError
 
     def _resign_if_removed(self) -> None:  # membership.py
+        raise NotImplementedError
+
+    def _schedule_update_voter(self) -> None:  # membership.py
         raise NotImplementedError
 
     def _reset_check_quorum(self, leader: LeaderState) -> None:  # replication.py

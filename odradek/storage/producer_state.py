@@ -221,13 +221,18 @@ class ProducerStateManager:
             return True
         return False
 
-    def check_marker(self, producer_id: int, epoch: int) -> None:
+    def check_marker(self, producer_id: int, epoch: int, transaction_version: int = 0) -> None:
+        """A marker's epoch against the producer's: older is INVALID_PRODUCER_EPOCH;
+        with transaction_version >= 2 (WriteTxnMarkers v2, KIP-890 part 2: the
+        coordinator bumped the epoch at the transaction's end) the same epoch is too."""
         entry = self.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        strict = transaction_version >= 2
+        if entry is not None and (epoch <= entry.epoch if strict else epoch < entry.epoch):
             raise ProducerStateError(
                 INVALID_PRODUCER_EPOCH,
                 f"Producer {producer_id}'s epoch in the marker is {epoch}, "
-                f"smaller than the last seen epoch {entry.epoch}",
+                f"{'not above' if strict else 'smaller than'} the last seen epoch "
+                f"{entry.epoch} (transaction version {transaction_version})",
             )
 
     def on_batch(

@@ -237,13 +237,17 @@ def test_describe_configs_override_and_defaults(broker, topic_name):
         ("cleanup.policy", "delete"),
         ("max.message.bytes", "1048588"),
         ("message.timestamp.type", "CreateTime"),
-        ("min.insync.replicas", "1"),
         ("compression.type", "producer"),
     ]:
         assert name in cfg, f"{name} missing from DescribeConfigs"
         assert cfg[name].value == value, name
         assert cfg[name].source == DEFAULT, name
         assert cfg[name].is_default is True, name
+    # a new cluster starts with eligible leader replicas on (KIP-966, as Kafka
+    # 4.1): its controller wrote the cluster-level min.insync.replicas
+    m = cfg["min.insync.replicas"]
+    assert (m.value, m.source, m.is_default) == (
+        "1", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value, False)
     assert {
         "segment.bytes",
         "retention.bytes",

@@ -99,7 +99,11 @@ def test_broker_sources_and_synonyms(configured):
     assert _ck_sources(admin, ResourceType.BROKER, "1") == {
         k: (v, src) for k, (v, src, _) in got.items()}
     # the cluster default (resource ""): only the keys it sets, only their
-    # DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (Kafka's createBrokerConfigEntry)
+    # DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (Kafka's createBrokerConfigEntry);
+    # min.insync.replicas: the new cluster's controller set it with eligible
+    # leader replicas (KIP-966), as Kafka 4.1's does
+    min_isr = "min.insync.replicas"
     assert _describe(b.bootstrap, 4, "") == {
+        min_isr: ("1", DEFAULT_BROKER, [(min_isr, "1", DEFAULT_BROKER)]),
         rate: ("2000", DEFAULT_BROKER, [(rate, "2000", DEFAULT_BROKER)]),
         follower: ("3000", DEFAULT_BROKER, [(follower, "3000", DEFAULT_BROKER)])}

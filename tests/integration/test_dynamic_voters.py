@@ -8,6 +8,9 @@ writes to the broker, `odradek metadata-quorum add-controller` grows the quorum
 three with their directory ids and endpoints, and `remove-controller` removes
 the active controller: a new leader is elected from the other two and the
 cluster keeps serving (the producer's messages after the removal are acked).
+A wiped voter is replaced; a voter restarted on another port sends
+UpdateRaftVoter itself and the voter set shows its new endpoint; the CLI
+reaches the quorum with --bootstrap-controller.
 """
 
 from __future__ import annotations
@@ -231,6 +234,40 @@ def test_replace_a_wiped_voter(broker_kind, tmp_path):
                              on_delivery=lambda err, _m: acked.append(err))
         producer.flush(30)
         assert acked == [None] * 20
+
+        # KIP-853 UpdateRaftVoter: a follower voter restarted on another port
+        # tells the leader its new endpoint itself (after 3 fetch timeouts)
+        q = wait_until(lambda: quorum(bs), timeout=30, desc="a leader")
+        moved = next(n for n in CONTROLLERS if n not in (q.leader_id, wiped))
+        procs[moved].close()
+        new_port = free_port()
+        procs[moved] = BrokerProcess(
+            config_file=configs[moved], port=new_port, data_dir=tmp_path / f"controller-{moved}",
+            overrides={"listeners": f"CONTROLLER://{HOST}:{new_port}"})
+        procs[moved].start()
+        wait_until(lambda: any(v["id"] == moved and v["endpoints"] == [
+            f"CONTROLLER://{HOST}:{new_port}"] for v in status(bs).get("current_voters", [])),
+            timeout=45, interval=0.5, desc="the moved voter's new endpoint in the voter set")
+
+        # --bootstrap-controller (KIP-919): a controller that may not lead names
+        # the active one (DescribeCluster, endpoint type CONTROLLER)
+        follower = next(n for n in CONTROLLERS if n != q.leader_id and n != moved)
+        out = odradek("metadata-quorum", "--bootstrap-controller",
+                      f"{HOST}:{procs[follower].port}", "--format", "json",
+                      "describe", "--status")
+        shown = json.loads(out.stdout)
+        assert shown["cluster_id"] == CLUSTER_ID and len(shown["current_voters"]) == 3
+        out = odradek("features", "--bootstrap-controller", f"{HOST}:{procs[follower].port}",
+                      "describe")
+        assert "eligible.leader.replicas.version" in out.stdout
+        with Wire(f"{HOST}:{procs[follower].port}") as w:
+            mismatched = kio_call(w, api.ApiKey.DESCRIBE_CLUSTER, 1, {
+                "include_cluster_authorized_operations": False, "endpoint_type": 1})
+        assert mismatched.error_code.value == 114  # MISMATCHED_ENDPOINT_TYPE
+        with Wire(bs) as w:
+            mismatched = kio_call(w, api.ApiKey.DESCRIBE_CLUSTER, 1, {
+                "include_cluster_authorized_operations": False, "endpoint_type": 2})
+        assert mismatched.error_code.value == 114
     finally:
         broker.close()
         for p in procs.values():

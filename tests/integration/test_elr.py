@@ -3,10 +3,12 @@
 Brokers 1-3 hold a topic with RF=3 and min.insync.replicas=2; broker 4 holds
 none of it and answers the DescribeTopicPartitions requests (odradek's own
 client, API 75) while the others are down. With the feature on, acks=all
-records are acknowledged; broker 3 is killed with kill -9 (ISR [1, 2]);
+records are acknowledged (a new cluster starts with the feature at 1, as
+Kafka 4.1's); broker 3 is killed with kill -9 (ISR [1, 2]);
 broker 2 shuts down cleanly (the ISR falls to [1], below min ISR: 2 joins the
 ELR); broker 1, the leader, is killed with kill -9 (ISR empty, ELR [1, 2],
-last known ELR [1]). Broker 2 comes back and leads without an unclean
+last known ELR [1]; `odradek topics describe` prints them as kafka-topics.sh
+does). Broker 2 comes back and leads without an unclean
 election (ISR [2], ELR [1]) and serves every acknowledged record.
 
 A broker killed with kill -9 and back would leave every ELR (an unclean
@@ -17,6 +19,8 @@ that stopped cleanly (tests/unit/test_elr.py has the unclean case).
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -85,11 +89,10 @@ def _state(part: Any) -> tuple[int, list[int], list[int], list[int]]:
 def test_an_eligible_leader_replica_back_after_the_isr_is_lost_leads_with_every_acked_record(
         cluster: ClusterProcesses) -> None:
     watcher = cluster.brokers[4].port
-    answer = _call(watcher, api.ApiKey.UPDATE_FEATURES, 1, {
-        "timeout": 10_000, "validate_only": False, "feature_updates": [
-            {"feature": "eligible.leader.replicas.version", "max_version_level": 1,
-             "upgrade_type": 1, "allow_downgrade": False}]})
-    assert [int(r.error_code) for r in answer.results] == [0], answer
+    versions = _call(watcher, api.ApiKey.API_VERSIONS, 3, {
+        "client_software_name": "test", "client_software_version": "1"})
+    finalized = {str(f.name): int(f.max_version_level) for f in versions.finalized_features}
+    assert finalized.get("eligible.leader.replicas.version") == 1, finalized
 
     admin = cluster.admin()
     new = NewTopic(TOPIC, num_partitions=1, replica_assignment=[[1, 2, 3]])
@@ -97,7 +100,7 @@ def test_an_eligible_leader_replica_back_after_the_isr_is_lost_leads_with_every_
         f.result(timeout=15)
     cluster.wait_for_partition(TOPIC, 0, lambda v: v.leader == 1 and len(v.isr) == 3,
                                "leader 1, 3 in sync")
-    # the cluster-level min.insync.replicas the feature upgrade wrote (KIP-966)
+    # the cluster-level min.insync.replicas the new cluster's controller wrote (KIP-966)
     [configs] = admin.describe_configs([ConfigResource("topic", TOPIC)]).values()
     entry = configs.result(timeout=10)["min.insync.replicas"]
     assert entry.value == "2" and int(entry.source) == DYNAMIC_DEFAULT_BROKER_CONFIG
@@ -125,6 +128,15 @@ def test_an_eligible_leader_replica_back_after_the_isr_is_lost_leads_with_every_
     part = _wait_partition(watcher, lambda p: int(p.leader_id) == -1,
                            "no leader once the last ISR member is gone")
     assert _state(part) == (-1, [], [1, 2], [1])
+    described = subprocess.run(
+        [sys.executable, "-m", "odradek", "topics", "describe", TOPIC, "--bootstrap-server",
+         f"{HOST}:{watcher}", "--timeout", "10"], capture_output=True, text=True, timeout=60, check=False)
+    assert described.returncode == 0, described.stderr
+    [line] = [x for x in described.stdout.splitlines() if "Partition: 0" in x]
+    fields = dict(f.split(": ", 1) for f in line.strip("\t").split("\t") if ": " in f)
+    assert fields["Leader"] == "none" or fields["Leader"] == "-1", line
+    assert fields["Isr"] == "" and sorted(fields["Elr"].split(",")) == ["1", "2"], line
+    assert fields["LastKnownElr"] == "1", line
 
     cluster.brokers[2].start()
     part = _wait_partition(watcher, lambda p: int(p.leader_id) == 2,

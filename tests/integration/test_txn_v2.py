@@ -19,6 +19,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]
 
 NONE, INVALID_UPDATE_VERSION = 0, 95
 TV = "transaction.version"
+ELR = "eligible.leader.replicas.version"
 
 
 def _features(bootstrap: str) -> tuple[dict[str, tuple[int, int]], dict[str, int], int]:
@@ -49,15 +50,15 @@ def _features_cli(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str
 def enable_tv2(bootstrap: str) -> None:
     r = _update(bootstrap, 2)
     assert [x.error_code.value for x in r.results] == [NONE]
-    assert _features(bootstrap)[1] == {TV: 2}
+    assert _features(bootstrap)[1] == {TV: 2, ELR: 1}
 
 
 def test_transaction_version_is_finalized_by_update_features_and_survives_restart(
         broker_factory):
     b = broker_factory(TXN_BROKER)
     supported, finalized, _ = _features(b.bootstrap)
-    assert supported == {TV: (0, 2), "eligible.leader.replicas.version": (0, 1)}
-    assert finalized == {}
+    assert supported == {TV: (0, 2), ELR: (0, 1)}
+    assert finalized == {ELR: 1}  # a new cluster: eligible leader replicas on (KIP-966)
     # out of range, unknown, or a downgrade without a downgrade type: refused, nothing changes
     assert _update(b.bootstrap, 3).results[0].error_code.value == INVALID_UPDATE_VERSION
     unknown = call(b.bootstrap, api.ApiKey.UPDATE_FEATURES, 2, {"feature_updates": [
@@ -65,23 +66,23 @@ def test_transaction_version_is_finalized_by_update_features_and_survives_restar
     assert unknown.error_code.value == INVALID_UPDATE_VERSION
     dry = _features_cli(b.bootstrap, "upgrade", "--feature", f"{TV}=2", "--dry-run")
     assert dry.returncode == 0, dry.stderr
-    assert _features(b.bootstrap)[1] == {}
+    assert _features(b.bootstrap)[1] == {ELR: 1}
     up = _features_cli(b.bootstrap, "upgrade", "--feature", f"{TV}=2")
     assert up.returncode == 0 and "upgraded to 2" in up.stdout, up.stderr
     _, finalized, epoch = _features(b.bootstrap)
-    assert finalized == {TV: 2} and epoch >= 0
+    assert finalized == {TV: 2, ELR: 1} and epoch >= 0
     assert _update(b.bootstrap, 1).results[0].error_code.value == INVALID_UPDATE_VERSION
     b.restart()
-    assert _features(b.bootstrap)[1] == {TV: 2}
+    assert _features(b.bootstrap)[1] == {TV: 2, ELR: 1}
     described = _features_cli(b.bootstrap, "describe")
     assert described.returncode == 0, described.stderr
     assert f"Feature: {TV}\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\t" \
            "FinalizedVersionLevel: 2" in described.stdout
     down = _features_cli(b.bootstrap, "downgrade", "--feature", f"{TV}=1")
     assert down.returncode == 0, down.stderr
-    assert _features(b.bootstrap)[1] == {TV: 1}
+    assert _features(b.bootstrap)[1] == {TV: 1, ELR: 1}
     assert _update(b.bootstrap, 0, upgrade_type=2, version=0).results[0].error_code.value == NONE
-    assert _features(b.bootstrap)[1] == {}
+    assert _features(b.bootstrap)[1] == {ELR: 1}
 
 
 # -- EndTxn v5: the epoch bump -----------------------------------------------------------
@@ -326,3 +327,64 @@ def test_a_transaction_version_1_client_works_unchanged_on_a_tv2_cluster(
         p.abort_transaction(30)
     got = read_values(b.bootstrap, topic_name, 2, "read_committed", expect=8)
     assert sorted(got) == sorted(b"c%d-%d" % (r, i) for r in range(2) for i in range(4))
+
+
+# -- InitProducerId v6: two-phase commit (KIP-939) ------------------------------------------
+
+
+def test_init_producer_id_v6_refuses_two_phase_commit_as_kafka_with_it_disabled(broker_factory):
+    """Kafka's default transaction.two.phase.commit.enable=false: enable2Pc gets
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED, keepPreparedTxn INVALID_REQUEST; without
+    them v6 answers as v5, with no ongoing transaction (-1, -1)."""
+    b = broker_factory(TXN_BROKER)
+
+    def init(tid: str, **flags: bool) -> Any:
+        return call(b.bootstrap, api.ApiKey.INIT_PRODUCER_ID, 6, {
+            "transactional_id": tid, "transaction_timeout": 60000,
+            "producer_id": -1, "producer_epoch": -1, **flags})
+
+    assert init("tx-2pc", enable2_pc=True).error_code.value == 53
+    assert init("tx-2pc", keep_prepared_txn=True).error_code.value == 42
+    r = init("tx-2pc")
+    assert r.error_code.value == NONE and r.producer_id >= 0 and r.producer_epoch == 0
+    assert (r.ongoing_txn_producer_id, r.ongoing_txn_producer_epoch) == (-1, -1)
+
+
+# -- WriteTxnMarkers v2: the marker's transaction version -------------------------------------
+
+
+def test_write_txn_markers_v2_with_transaction_version_2_needs_an_epoch_above_the_producers(
+        broker_factory, topic_name):
+    """As Kafka 4's leader: a v2 marker with transaction version 2 (the coordinator
+    bumped the epoch at the transaction's end) is refused with INVALID_PRODUCER_EPOCH
+    unless its epoch is above the producer's; version 0/1 (and v1) only refuses an
+    older one."""
+    from odradek.protocol.records import Record, build_batch
+    from tests.integration.clients import create_topic
+
+    b = broker_factory(TXN_BROKER)
+    create_topic(b.bootstrap, topic_name, 1)
+    r = call(b.bootstrap, api.ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": None, "transaction_timeout": 60000,
+        "producer_id": -1, "producer_epoch": -1})
+    pid, epoch = r.producer_id, r.producer_epoch
+    batch = build_batch([Record(offset=-1, timestamp=TS, value=b"x")],
+                        producer_id=pid, producer_epoch=epoch, base_sequence=0)
+    produced = call(b.bootstrap, api.ApiKey.PRODUCE, 9, {
+        "transactional_id": None, "acks": -1, "timeout": 10000,
+        "topic_data": [{"name": topic_name, "partition_data": [
+            {"index": 0, "records": batch}]}]})
+    assert produced.responses[0].partition_responses[0].error_code.value == NONE
+
+    def marker(version: int, marker_epoch: int, **tv: int) -> int:
+        resp = call(b.bootstrap, api.ApiKey.WRITE_TXN_MARKERS, version, {"markers": [{
+            "producer_id": pid, "producer_epoch": marker_epoch, "transaction_result": False,
+            "topics": [{"name": topic_name, "partition_indexes": [0]}],
+            "coordinator_epoch": 0, **tv}]})
+        return resp.markers[0].topics[0].partitions[0].error_code.value
+
+    assert marker(2, epoch, transaction_version=2) == INVALID_EPOCH
+    assert marker(2, epoch, transaction_version=1) == NONE
+    assert marker(1, epoch) == NONE
+    assert marker(2, epoch + 1, transaction_version=2) == NONE
+    assert marker(1, epoch) == INVALID_EPOCH  # now older than the producer's

@@ -4,6 +4,7 @@ the image, and a snapshot (records_of) that keeps them."""
 from __future__ import annotations
 
 from odradek.metadata import features as F
+from odradek.metadata import records as R
 from odradek.metadata.image import MetadataImage, apply, records_of
 
 TV = F.TRANSACTION_VERSION
@@ -38,3 +39,22 @@ def test_upgrade_downgrade_and_removal_follow_kafkas_rules():
 def test_a_snapshot_keeps_the_levels():
     image = apply(MetadataImage(), F.update({}, [F.Update(TV, 2)])[1], 0)
     assert apply(MetadataImage(), records_of(image), 0).features == {TV: 2}
+
+
+def test_a_new_cluster_starts_with_eligible_leader_replicas_and_a_cluster_min_isr():
+    ELR = F.ELIGIBLE_LEADER_REPLICAS_VERSION
+    records = F.new_cluster_records([], 2)
+    image = apply(MetadataImage(), records, 0)
+    assert image.features == {ELR: 1}
+    assert image.configs[(R.RESOURCE_BROKER, "")] == {"min.insync.replicas": "2"}
+    # `storage format --feature eligible.leader.replicas.version=0`: left off
+    off = [R.feature_level_record(ELR, 0)]
+    assert F.new_cluster_records(off, 2) == off
+    # a bootstrap that sets the cluster value and a broker override (Kafka drops it)
+    bootstrap = [R.config_record(R.RESOURCE_BROKER, "", "min.insync.replicas", "3"),
+                 R.config_record(R.RESOURCE_BROKER, "1", "min.insync.replicas", "1"),
+                 R.feature_level_record(TV, 2)]
+    image = apply(MetadataImage(), F.new_cluster_records(bootstrap, 2), 0)
+    assert image.features == {ELR: 1, TV: 2}
+    assert image.configs[(R.RESOURCE_BROKER, "")] == {"min.insync.replicas": "3"}
+    assert image.configs.get((R.RESOURCE_BROKER, "1"), {}) == {}

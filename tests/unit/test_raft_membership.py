@@ -94,3 +94,101 @@ def test_a_removed_leader_resigns_once_the_removal_commits():
             and isinstance(e.envelope.body, M.EndQuorumEpochRequest)]
     assert [e.dst for e in ends] == [2]
     assert code(lambda: core.add_voter(3, D3, None, 15)) == M.NOT_LEADER_OR_FOLLOWER
+
+
+def _voter(node: int, directory: str, voters: VoterSet) -> RaftCore:
+    config = RaftConfig(voters=voters, kraft_version=1, election_timeout_ms=100,
+                        fetch_timeout_ms=200, directory_id=directory)
+    core = RaftCore(node, config, InMemoryRaftLog(), ElectionState(), random.Random(node))
+    core.start(0)
+    return core
+
+
+def _answers(effects) -> list:
+    return [e.envelope.body for e in effects if isinstance(e, Send)]
+
+
+def test_vote_and_begin_quorum_epoch_check_the_voter_key():
+    voters = VoterSet(frozenset({1, 2, 3}), {}, {1: D1, 2: D2, 3: D3})
+    wiped = _voter(2, "Zm9ybWF0dGVkQWdhaW4xMQ", voters)  # node 2, re-formatted
+    vote = M.VoteRequest(1, 1, 0, 0, voter_id=2, voter_directory_id=D2,
+                         candidate_directory_id=D1)
+    [answer] = _answers(wiped.handle(M.Envelope(1, 2, 0, vote), 1))
+    assert (answer.error_code, answer.vote_granted) == (M.INVALID_VOTER_KEY, False)
+    assert wiped.election.voted_id == -1  # no vote cast
+    # a request meant for another node id is refused the same way; no key: as before
+    other = M.VoteRequest(1, 1, 0, 0, voter_id=3, voter_directory_id=D3)
+    assert _answers(wiped.handle(M.Envelope(1, 2, 1, other), 2))[0].error_code == (
+        M.INVALID_VOTER_KEY)
+    keyless = M.VoteRequest(1, 1, 0, 0)
+    [answer] = _answers(wiped.handle(M.Envelope(1, 2, 2, keyless), 3))
+    assert (answer.error_code, answer.vote_granted) == (M.NONE, True)
+    # the node with the right directory votes; the candidate sends each voter its key
+    node3 = _voter(3, D3, voters)
+    ok = M.VoteRequest(2, 1, 0, 0, voter_id=3, voter_directory_id=D3)
+    [answer] = _answers(node3.handle(M.Envelope(1, 3, 0, ok), 1))
+    assert (answer.error_code, answer.vote_granted) == (M.NONE, True)
+    node1 = _voter(1, D1, voters)
+    sent = [e.envelope for e in node1.tick(10_000) if isinstance(e, Send)]
+    assert {(s.dst, s.body.voter_id, s.body.voter_directory_id) for s in sent} == {
+        (2, 2, D2), (3, 3, D3)}
+    # BeginQuorumEpoch: the wiped node follows the leader but answers INVALID_VOTER_KEY
+    begin = M.BeginQuorumEpochRequest(1, 5, voter_id=2, voter_directory_id=D2)
+    answers = _answers(wiped.handle(M.Envelope(1, 2, 3, begin), 4))
+    assert [a.error_code for a in answers if isinstance(a, M.BeginQuorumEpochResponse)] == [
+        M.INVALID_VOTER_KEY]
+    assert wiped.leader_id == 1 and wiped.epoch == 5
+
+
+def test_a_voter_whose_endpoint_changed_sends_update_raft_voter_and_the_leader_applies_it():
+    moved = VoterAddress(2, "127.0.0.1", 9102)
+    voters = VoterSet(frozenset({1, 2}), {1: VoterAddress(1, "127.0.0.1", 9001), 2: ADDR2},
+                      {1: D1, 2: D2})
+    config = RaftConfig(voters=voters, kraft_version=1, election_timeout_ms=100,
+                        fetch_timeout_ms=200, directory_id=D2, local_address=moved)
+    follower = RaftCore(2, config, InMemoryRaftLog(), ElectionState(), random.Random(2))
+    follower.start(0)
+    pending = follower.handle(M.Envelope(1, 2, 0, M.BeginQuorumEpochRequest(1, 1, 2, D2)), 1)
+    assert follower.state == State.FOLLOWER
+
+    def run_until(node: RaftCore, end_ms: int, start_ms: int) -> list[M.Envelope]:
+        """Tick every 50 ms, the leader answering each Fetch (empty, hw 0)."""
+        nonlocal pending
+        sent = []
+        for now in range(start_ms, end_ms + 1, 50):
+            effects, pending = pending + node.tick(now), []
+            for e in effects:
+                if not isinstance(e, Send):
+                    continue
+                if isinstance(e.envelope.body, M.FetchRequest):
+                    pending += node.handle(M.Envelope(1, 2, e.envelope.correlation_id,
+                                                      M.FetchResponse(M.NONE, 1, 1, 0, 0)), now)
+                elif isinstance(e.envelope.body, M.UpdateVoterRequest):
+                    sent.append(e.envelope)
+            assert node.state == State.FOLLOWER
+        return sent
+
+    assert run_until(follower, 550, 50) == []  # a few fetch rounds first (3 fetch timeouts)
+    [sent] = run_until(follower, 650, 600)
+    assert sent.dst == 1 and sent.body == M.UpdateVoterRequest(2, D2, 1, moved)
+    assert run_until(follower, 1150, 700) == []  # once a period
+
+    # the leader appends the new entry and answers at once
+    core = leader()
+    observer_fetch(core, 2, D2, core.log.log_end_offset)
+    core.add_voter(2, D2, ADDR2, 11)
+    observer_fetch(core, 2, D2, core.log.log_end_offset, 12)
+    request = M.UpdateVoterRequest(2, D2, core.epoch, moved)
+    [answer] = _answers(core.handle(M.Envelope(2, 1, 5, request), 13))
+    assert answer == M.UpdateVoterResponse(M.NONE, 1, core.epoch)
+    assert core.voters.addresses[2] == moved
+    stale = M.UpdateVoterRequest(2, D2, core.epoch - 1, moved)
+    [answer] = _answers(core.handle(M.Envelope(2, 1, 6, stale), 14))
+    assert answer.error_code == M.FENCED_LEADER_EPOCH
+    # a voter whose entry is current sends nothing
+    same = RaftCore(2, RaftConfig(voters=voters, kraft_version=1, election_timeout_ms=100,
+                                  fetch_timeout_ms=200, directory_id=D2, local_address=ADDR2),
+                    InMemoryRaftLog(), ElectionState(), random.Random(2))
+    same.start(0)
+    pending = same.handle(M.Envelope(1, 2, 0, M.BeginQuorumEpochRequest(1, 1)), 1)
+    assert run_until(same, 1000, 50) == []

@@ -14,6 +14,7 @@ from odradek.protocol import api, entities
 from odradek.protocol import records as batches
 from odradek.protocol.fetch_codec import encode_fetch_response
 from odradek.raft import messages as M
+from odradek.raft.config import VoterAddress
 from odradek.raft.log import OffsetAndEpoch, RecordsSlice
 
 
@@ -31,6 +32,11 @@ REQUESTS = [
     M.BeginQuorumEpochRequest(1, 9),
     M.EndQuorumEpochRequest(1, 9, (3, 2)),
     M.FetchRequest(2, 9, 55, 8, 500),
+    # KIP-853 voter keys (Vote v2, BeginQuorumEpoch v1) and the fetcher's directory
+    M.VoteRequest(8, 3, 7, 0, voter_id=1, voter_directory_id="J8aAPcfLQt2bqs1JT_rMgQ",
+                  candidate_directory_id="b3w6nfvIR_Gq3a6sIoXJzw"),
+    M.BeginQuorumEpochRequest(1, 9, 2, "b3w6nfvIR_Gq3a6sIoXJzw"),
+    M.FetchRequest(2, 9, 55, 8, 500, "J8aAPcfLQt2bqs1JT_rMgQ"),
 ]
 
 
@@ -55,8 +61,9 @@ def test_responses_round_trip(body: M.Response, request_body: M.Request) -> None
     assert W.response_from_wire(request_body, response) == body
 
 
-def _fetch_response_through_wire(body: M.FetchResponse) -> object:
-    chunks = encode_fetch_response(W.FETCH_VERSION, 5, W.response_to_wire(body))
+def _fetch_response_through_wire(body: M.FetchResponse,
+                                 leader: VoterAddress | None = None) -> object:
+    chunks = encode_fetch_response(W.FETCH_VERSION, 5, W.response_to_wire(body, leader))
     frame = b"".join(chunks)[4:]
     (corr,) = struct.unpack_from(">i", frame, 0)
     assert corr == 5
@@ -100,3 +107,20 @@ def test_fetch_snapshot_request_and_chunked_response_round_trip() -> None:
     missing = M.FetchSnapshotResponse(98, 1, 9)
     response = _through_kio(api.response_class(key, version), W.response_to_wire(missing))
     assert W.response_from_wire(request, response) == missing
+
+
+def test_responses_name_the_leaders_endpoint() -> None:
+    """KIP-853: Fetch v17 (fetch_codec's tagged NodeEndpoints) and Vote v2 carry the
+    endpoint of the leader they name; none for another node or no leader."""
+    leader = VoterAddress(1, "127.0.0.1", 9093, "CONTROLLER")
+    body = M.FetchResponse(0, 1, 9, high_watermark=50, log_start_offset=0)
+    response = _fetch_response_through_wire(body, leader)
+    assert W.leader_endpoints(response) == {1: ("127.0.0.1", 9093)}
+    back = W.response_from_wire(REQUESTS[4], response)
+    assert (back.error_code, back.leader_id, back.high_watermark) == (0, 1, 50)
+    assert W.leader_endpoints(_fetch_response_through_wire(
+        M.FetchResponse(6, 3, 10), leader)) == {}
+    key, version = api.ApiKey.VOTE, W.VOTE_VERSION
+    vote = _through_kio(api.response_class(key, version),
+                        W.response_to_wire(M.VoteResponse(0, 1, 9, False), leader))
+    assert W.leader_endpoints(vote) == {1: ("127.0.0.1", 9093)}

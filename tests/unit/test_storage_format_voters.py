@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from odradek.metadata.bootstrap import read_bootstrap_records
 from odradek.metadata.snapshots import control_records, decode
 from odradek.raft.voters import KRAFT_VERSION, KRAFT_VOTERS, decode_kraft_version, decode_voters
 
@@ -75,3 +76,17 @@ def test_refusals(tmp_path):
     assert done.returncode == 0
     assert not (tmp_path / "data4" / "__cluster_metadata-0").exists()
     assert fmt("-c", str(static)).returncode == 0  # a static quorum formats as before
+
+
+def test_feature_levels_go_into_the_bootstrap_records(tmp_path):
+    static = config(tmp_path, 5, "controller.quorum.voters=5@127.0.0.1:19095\n")
+    done = fmt("-c", str(static), "--feature", "eligible.leader.replicas.version=0",
+               "-f", "transaction.version=2")
+    assert done.returncode == 0, done.stdout
+    records = read_bootstrap_records(tmp_path / "data5")
+    assert sorted((r["name"], r["feature_level"]) for r in records) == [
+        ("eligible.leader.replicas.version", 0), ("transaction.version", 2)]
+    assert "unknown feature" in fmt("-c", str(static), "--ignore-formatted",
+                                    "-f", "no.such=1").stdout
+    assert "supports levels 0-2" in fmt("-c", str(static), "--ignore-formatted",
+                                        "-f", "transaction.version=3").stdout

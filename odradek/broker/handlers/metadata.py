@@ -8,6 +8,7 @@ from typing import Any
 from ...metadata import directories as D
 from ...metadata.controller import NewTopic, validate_topic_name
 from ...metadata.image import MetadataImage, PartitionImage, TopicImage
+from ...metadata.raft_quorum import RaftMetadataQuorum
 from ...protocol import errors as E
 from ...security.resources import AclOperation as Op
 from ...security.resources import ResourceType
@@ -235,19 +236,51 @@ def _metadata_cluster_operations(ctx: RequestContext, req: Any) -> int:
     return authz.operations(ctx, ResourceType.CLUSTER, "kafka-cluster", True)
 
 
+BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS = 1, 2  # DescribeCluster v1 endpoint_type
+_ENDPOINT_NAMES = {BROKER_ENDPOINTS: "BROKER", CONTROLLER_ENDPOINTS: "CONTROLLER"}
+MISMATCHED_ENDPOINT_TYPE = 114
+UNSUPPORTED_ENDPOINT_TYPE = 115
+
+
 async def handle_describe_cluster(
     broker: "MetadataServices", ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
-    endpoint_type = getattr(req, "endpoint_type", 1)
-    if endpoint_type not in (1,):
+    """KIP-919, as Kafka: a broker listener describes the brokers (endpoint
+    type 1); a controller listener (`--bootstrap-controller` clients) the
+    controllers, here the voters with their endpoints, and the active
+    controller, and it needs ALTER on the cluster there. The other type is
+    MISMATCHED_ENDPOINT_TYPE, an unknown one UNSUPPORTED_ENDPOINT_TYPE (both
+    INVALID_REQUEST in v0)."""
+    endpoint_type = getattr(req, "endpoint_type", BROKER_ENDPOINTS)
+    quorum = broker.quorum
+    on_controller = (isinstance(quorum, RaftMetadataQuorum) and ctx.controller_listener
+                     and bool(ctx.listener))
+    expected = CONTROLLER_ENDPOINTS if on_controller else BROKER_ENDPOINTS
+
+    def refused(code: int, message: str) -> dict[str, Any]:
+        return {"error_code": E.INVALID_REQUEST if ctx.api_version == 0 else code,
+                "error_message": message, "endpoint_type": endpoint_type,
+                "cluster_id": broker.cluster_id, "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED}
+
+    if endpoint_type not in (BROKER_ENDPOINTS, CONTROLLER_ENDPOINTS):
+        return refused(UNSUPPORTED_ENDPOINT_TYPE, f"Unsupported endpoint type {endpoint_type}")
+    if endpoint_type != expected:
+        return refused(MISMATCHED_ENDPOINT_TYPE, (
+            f"The request was sent to an endpoint of type {_ENDPOINT_NAMES[expected]}, "
+            f"but we wanted an endpoint of type {_ENDPOINT_NAMES[endpoint_type]}"))
+    if on_controller and isinstance(quorum, RaftMetadataQuorum):
+        if not ctx.authorize(Op.ALTER, ResourceType.CLUSTER, "kafka-cluster"):
+            return refused(E.CLUSTER_AUTHORIZATION_FAILED, "ALTER on the cluster is needed")
         return {
-            "error_code": E.UNSUPPORTED_VERSION if endpoint_type == 2 else E.INVALID_REQUEST,
-            "error_message": "odradek serves only broker endpoints (endpoint_type=1) for now",
-            "endpoint_type": endpoint_type,
-            "cluster_id": broker.cluster_id,
-            "controller_id": -1,
-            "brokers": [],
-            "cluster_authorized_operations": E.AUTHORIZED_OPERATIONS_OMITTED,
+            "error_code": 0, "error_message": None, "endpoint_type": CONTROLLER_ENDPOINTS,
+            "cluster_id": broker.cluster_id, "controller_id": quorum.leader_id,
+            "brokers": [{"broker_id": node, "host": a.host, "port": a.port, "rack": None,
+                         "is_fenced": False}
+                        for node, a in sorted(quorum.voters.addresses.items()) if a.port > 0],
+            "cluster_authorized_operations": authz.operations(
+                ctx, ResourceType.CLUSTER, "kafka-cluster",
+                bool(getattr(req, "include_cluster_authorized_operations", False))),
         }
     return {
         "error_code": 0,

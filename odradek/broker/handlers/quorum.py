@@ -175,7 +175,9 @@ async def handle_remove_raft_voter(
 async def handle_update_raft_voter(
     broker: QuorumServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
-    """A voter tells the leader its endpoints (after a restart with new listeners)."""
+    """A voter tells the leader its endpoints (it sends this itself after a
+    restart with new listeners, raft/membership.py); answered once the new
+    VotersRecord is appended, not committed, as Kafka's leader does."""
     quorum = broker.quorum
     voter_id, directory = int(req.voter_id), _directory_text(req.voter_directory_id)
     address = _address(voter_id, req.listeners)
@@ -183,10 +185,16 @@ async def handle_update_raft_voter(
     if address is not None:
 
         def change(core: RaftCore, now_ms: int) -> tuple[int, list[Any]]:
-            return core.update_voter(voter_id, directory, address, now_ms)
+            _, effects = core.update_voter(voter_id, directory, address, now_ms)
+            return -1, effects
 
         code, _ = await _change(broker, req.cluster_id, DEFAULT_VOTER_CHANGE_TIMEOUT_MS, change)
-    leader, epoch = ((quorum.leader_id, quorum.epoch) if isinstance(quorum, RaftMetadataQuorum)
-                     else (-1, -1))
+    leader, epoch, host, port = -1, -1, "", 0
+    if isinstance(quorum, RaftMetadataQuorum):
+        leader, epoch = quorum.leader_id, quorum.epoch
+        local = quorum.config.local_address
+        if leader == quorum.node_id and local is not None:
+            host, port = local.host, local.port
     return {"throttle_time": 0, "error_code": code,
-            "current_leader": {"leader_id": leader, "leader_epoch": epoch, "host": "", "port": 0}}
+            "current_leader": {"leader_id": leader, "leader_epoch": epoch, "host": host,
+                               "port": port}}

@@ -265,7 +265,7 @@ async def handle_write_txn_markers(broker: TxnServices, ctx: RequestContext, req
             codes = await write_markers(
                 broker, [(t.name, p) for t in m.topics for p in t.partition_indexes],
                 m.producer_id, m.producer_epoch, m.transaction_result, m.coordinator_epoch,
-                timeout_ms)
+                timeout_ms, int(getattr(m, "transaction_version", 0)))  # v2: KIP-890
         topics = [
             {"name": t.name,
              "partitions": [{"partition_index": p, "error_code": codes[(t.name, p)]}
