@@ -1,0 +1,373 @@
+"""A cheap produce load: pre-encoded Produce requests, pipelined, from one process.
+
+    python bench/rawload.py --bootstrap 127.0.0.1:9092 --topic t --seconds 10
+    python bench/rawload.py --bootstrap 127.0.0.1:9092 --topic t --records 1000000 \\
+        --size 1024 --batch 100 --connections 2 --in-flight 4
+
+Why: a librdkafka producer spends about 2 µs of its own CPU per 1 KiB record, as much
+as the broker, so on a small machine the client, not the broker, sets the pace. Here the
+records are encoded once: one v2 record batch of --batch records of --size bytes (no
+producer id, so no idempotence and no sequence numbers: the broker takes the same batch
+bytes again and again, as it would from a producer that retries), wrapped once per
+partition in a Produce v7 request (acks --acks, no transactional id). Sending one costs a
+12-byte prefix (length, api key, version, correlation id) and a writev of the prefix and
+the shared body; the client's CPU per record is a small fraction of the broker's.
+
+Topology: the topic's partition leaders come from one Metadata call (confluent-kafka's
+AdminClient). Each of --connections connections per leader sends its broker's partitions
+in turn, one partition per request (so a request carries the same records whatever the
+number of brokers), with at most --in-flight requests outstanding. Every response is read
+and every partition's error code checked; a non-zero code counts as an error (its
+records are not counted as written) and the first one is reported.
+
+It stops after --seconds or once --records records are acknowledged, whichever first,
+and reports the records and bytes acknowledged per second and its own CPU (user+system,
+getrusage). `raw_producer_proc` is the same for bench/host.py (a spawn process with the
+go/out protocol of bench/run.py's producer_proc).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from odradek.protocol.records import write_varint
+from odradek.spark.batch_encode import now_ms, record_batch
+
+PRODUCE_KEY, PRODUCE_VERSION = 0, 7
+CLIENT_ID = b"rawload"
+_PREFIX = struct.Struct(">ihhi")  # length, api key, api version, correlation id
+_I16, _I32 = struct.Struct(">h"), struct.Struct(">i")
+_PARTITION_V7 = struct.Struct(">ihqqq")  # index, error, base offset, append time, start
+
+
+def _rusage_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def encode_batch(size: int, count: int) -> bytes:
+    """One v2 record batch of `count` records with `size`-byte random values, no key."""
+    value = os.urandom(size)
+    blob = bytearray()
+    for i in range(count):
+        body = bytearray(b"\x00")  # attributes
+        write_varint(body, 0)  # timestamp delta
+        write_varint(body, i)  # offset delta
+        write_varint(body, -1)  # null key
+        write_varint(body, size)
+        body += value
+        write_varint(body, 0)  # no headers
+        write_varint(blob, len(body))
+        blob += body
+    return record_batch(bytes(blob), count, timestamp_ms=now_ms())
+
+
+def produce_body(topic: str, partition: int, batch: bytes, acks: int, timeout_ms: int) -> bytes:
+    """A Produce v7 request after the correlation id: client id, transactional id (null),
+    acks, timeout, one topic with one partition and its records."""
+    name = topic.encode()
+    return b"".join([
+        _I16.pack(len(CLIENT_ID)), CLIENT_ID, _I16.pack(-1), _I16.pack(acks),
+        _I32.pack(timeout_ms), _I32.pack(1), _I16.pack(len(name)), name, _I32.pack(1),
+        _I32.pack(partition), _I32.pack(len(batch)), batch])
+
+
+def produce_errors(resp: memoryview) -> list[int]:
+    """The partition error codes of a Produce v7 response body (after the correlation id)."""
+    pos, codes = 4, []
+    for _ in range(_I32.unpack_from(resp, 0)[0]):
+        pos += 2 + _I16.unpack_from(resp, pos)[0]
+        n = _I32.unpack_from(resp, pos)[0]
+        pos += 4
+        for _ in range(n):
+            codes.append(_PARTITION_V7.unpack_from(resp, pos)[1])
+            pos += _PARTITION_V7.size
+    return codes
+
+
+def leaders(bootstrap: str, topic: str) -> dict[tuple[str, int], list[int]]:
+    """(host, port) of each leader of `topic` -> the partitions it leads."""
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=15)
+    t = md.topics[topic]
+    if t.error is not None:
+        raise RuntimeError(f"{topic}: {t.error}")
+    out: dict[tuple[str, int], list[int]] = {}
+    for p in sorted(t.partitions.values(), key=lambda p: p.id):
+        b = md.brokers[p.leader]
+        out.setdefault((b.host, b.port), []).append(p.id)
+    return out
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.acked = 0  # records
+        self.requests = 0
+        self.errors = 0
+        self.first_error: str | None = None
+        self.sent = 0  # records sent (acked or not)
+
+
+async def _connection(addr: tuple[str, int], bodies: list[bytes], per_request: int,
+                      in_flight: int, stats: Stats, budget: list[int], stop_at: float) -> None:
+    reader, writer = await asyncio.open_connection(*addr)
+    slots = asyncio.Semaphore(in_flight)
+    outstanding: dict[int, None] = {}
+    done_sending = asyncio.Event()
+
+    async def read_loop() -> None:
+        try:
+            await read_responses()
+        except (OSError, asyncio.IncompleteReadError, RuntimeError) as e:
+            stats.errors += 1
+            stats.first_error = stats.first_error or f"connection {addr}: {e!r}"
+            for _ in range(in_flight):  # unblock the sender, which then stops
+                slots.release()
+
+    async def read_responses() -> None:
+        while outstanding or not done_sending.is_set():
+            head = await reader.readexactly(4)
+            resp = memoryview(await reader.readexactly(_I32.unpack(head)[0]))
+            corr = _I32.unpack_from(resp, 0)[0]
+            if corr not in outstanding:
+                raise RuntimeError(f"unexpected correlation id {corr}")
+            del outstanding[corr]
+            codes = produce_errors(resp[4:])
+            bad = [c for c in codes if c != 0]
+            stats.requests += 1
+            if bad:
+                stats.errors += 1
+                if stats.first_error is None:
+                    stats.first_error = f"error code {bad[0]}"
+            else:
+                stats.acked += per_request
+            slots.release()
+
+    reader_task = asyncio.create_task(read_loop())
+    corr = 0
+    try:
+        while time.time() < stop_at and budget[0] > 0:
+            await slots.acquire()
+            if reader_task.done() or budget[0] <= 0:
+                break
+            budget[0] -= per_request
+            body = bodies[corr % len(bodies)]
+            outstanding[corr] = None
+            writer.writelines([_PREFIX.pack(len(body) + 8, PRODUCE_KEY, PRODUCE_VERSION, corr),
+                               body])
+            stats.sent += per_request
+            corr += 1
+            if writer.transport.get_write_buffer_size() > 4 << 20:
+                await writer.drain()
+        done_sending.set()
+        if not outstanding:
+            reader_task.cancel()
+        await asyncio.wait_for(reader_task, max(1.0, stop_at + 30 - time.time()))
+    except asyncio.CancelledError:
+        pass
+    finally:
+        writer.close()
+
+
+async def run_load(bootstrap: str, topic: str, *, size: int, batch: int, acks: int,
+                   connections: int, in_flight: int, seconds: float,
+                   records: int | None, go: Any = None) -> dict[str, Any]:
+    placement = leaders(bootstrap, topic)
+    one_batch = encode_batch(size, batch)
+    stats = Stats()
+    budget = [records if records is not None else 1 << 62]
+    if go is not None:
+        await asyncio.get_running_loop().run_in_executor(None, go.wait, 60)
+    cpu0, t0 = _rusage_s(), time.time()
+    stop_at = t0 + seconds
+    tasks = []
+    for addr, parts in placement.items():
+        bodies = [produce_body(topic, p, one_batch, acks, 30000) for p in parts]
+        for c in range(connections):
+            mine = bodies[c % len(bodies):] + bodies[:c % len(bodies)]
+            tasks.append(asyncio.create_task(_connection(
+                addr, mine, batch, in_flight, stats, budget, stop_at)))
+    await asyncio.gather(*tasks)
+    t1, cpu1 = time.time(), _rusage_s()
+    wall = t1 - t0
+    return {"role": "producer", "start": t0, "end": t1, "wall_s": round(wall, 3),
+            "cpu_s": cpu1 - cpu0, "sent": stats.acked, "records_sent": stats.sent,
+            "requests": stats.requests, "errors": stats.errors,
+            "first_error": stats.first_error, "unacked": stats.sent - stats.acked,
+            "timed_out": records is not None and stats.acked < records,
+            "records_per_s": round(stats.acked / wall),
+            "mb_per_s": round(stats.acked * size / wall / 1e6, 1),
+            "client_cpu_cores": round((cpu1 - cpu0) / wall, 3),
+            "client_cpu_us_per_record": round((cpu1 - cpu0) / max(1, stats.acked) * 1e6, 3),
+            "brokers": len(placement), "connections": len(tasks),
+            "batch_bytes": len(one_batch)}
+
+
+# -- the consume side ---------------------------------------------------------------------
+
+FETCH_KEY, FETCH_VERSION = 1, 4
+_FETCH_PARTITION = struct.Struct(">iqi")  # index, fetch offset, partition max bytes
+_FETCH_ANSWER = struct.Struct(">ihqq")  # index, error, high watermark, last stable offset
+_BATCH_HEAD = struct.Struct(">qi")  # base offset, batch length (after these 12 bytes)
+_LAST_DELTA_AT, _COUNT_AT = 23, 57
+
+
+def fetch_body(topic: str, partition: int, offset: int, max_bytes: int) -> bytes:
+    """A Fetch v4 request after the correlation id: a consumer's (replica -1), 500 ms
+    wait, min 1 byte, read_uncommitted, one partition."""
+    name = topic.encode()
+    return b"".join([
+        _I16.pack(len(CLIENT_ID)), CLIENT_ID, struct.pack(">iiiib", -1, 500, 1, max_bytes, 0),
+        _I32.pack(1), _I16.pack(len(name)), name, _I32.pack(1),
+        _FETCH_PARTITION.pack(partition, offset, max_bytes)])
+
+
+def fetch_answer(resp: memoryview) -> tuple[int, int, int, int]:
+    """(error code, high watermark, records, next offset or -1) of a one-partition Fetch v4
+    response body (after the correlation id). Whole batches only: a batch cut at the end
+    of the answer is read again from its base offset by the next fetch."""
+    pos = 4 + 4  # throttle, topic count
+    pos += 2 + _I16.unpack_from(resp, pos)[0] + 4  # topic name, partition count
+    _index, error, hw, _lso = _FETCH_ANSWER.unpack_from(resp, pos)
+    pos += _FETCH_ANSWER.size
+    aborted = _I32.unpack_from(resp, pos)[0]
+    pos += 4 + max(0, aborted) * 16
+    size = _I32.unpack_from(resp, pos)[0]
+    pos += 4
+    end, records, next_offset = pos + max(0, size), 0, -1
+    while pos + 12 <= end:
+        base, length = _BATCH_HEAD.unpack_from(resp, pos)
+        if pos + 12 + length > end:
+            break
+        records += _I32.unpack_from(resp, pos + _COUNT_AT)[0]
+        next_offset = base + _I32.unpack_from(resp, pos + _LAST_DELTA_AT)[0] + 1
+        pos += 12 + length
+    return error, hw, records, next_offset
+
+
+async def _fetch_connection(addr: tuple[str, int], topic: str, partition: int,
+                            max_bytes: int, stats: Stats, stop_at: float) -> None:
+    """Read `partition` from offset 0 up to the high watermark of the first answer."""
+    reader, writer = await asyncio.open_connection(*addr)
+    offset, end, corr = 0, -1, 0
+    try:
+        while time.time() < stop_at and (end < 0 or offset < end):
+            body = fetch_body(topic, partition, offset, max_bytes)
+            writer.writelines([_PREFIX.pack(len(body) + 8, FETCH_KEY, FETCH_VERSION, corr),
+                               body])
+            head = await reader.readexactly(4)
+            resp = memoryview(await reader.readexactly(_I32.unpack(head)[0]))
+            if _I32.unpack_from(resp, 0)[0] != corr:
+                raise RuntimeError("unexpected correlation id")
+            corr += 1
+            error, hw, records, next_offset = fetch_answer(resp[4:])
+            stats.requests += 1
+            if error:
+                stats.errors += 1
+                stats.first_error = stats.first_error or f"fetch error code {error}"
+                return
+            end = hw if end < 0 else end
+            if next_offset > offset:
+                stats.acked += records
+                offset = next_offset
+    finally:
+        writer.close()
+
+
+async def run_fetch(bootstrap: str, topic: str, *, max_bytes: int, seconds: float,
+                    size: int, go: Any = None) -> dict[str, Any]:
+    """One connection per partition, each reading its partition from 0 to its high
+    watermark, one Fetch in flight at a time."""
+    placement = leaders(bootstrap, topic)
+    stats = Stats()
+    if go is not None:
+        await asyncio.get_running_loop().run_in_executor(None, go.wait, 60)
+    cpu0, t0 = _rusage_s(), time.time()
+    await asyncio.gather(*[
+        _fetch_connection(addr, topic, p, max_bytes, stats, t0 + seconds)
+        for addr, parts in placement.items() for p in parts])
+    t1, cpu1 = time.time(), _rusage_s()
+    wall = t1 - t0
+    return {"role": "consumer", "start": t0, "end": t1, "wall_s": round(wall, 3),
+            "cpu_s": cpu1 - cpu0, "received": stats.acked, "requests": stats.requests,
+            "errors": stats.errors, "first_error": stats.first_error,
+            "records_per_s": round(stats.acked / wall),
+            "mb_per_s": round(stats.acked * size / wall / 1e6, 1),
+            "client_cpu_us_per_record": round((cpu1 - cpu0) / max(1, stats.acked) * 1e6, 3)}
+
+
+def raw_consumer_proc(bootstrap: str, topic: str, size: int, max_bytes: int,
+                      deadline: float, go: Any, out: Any) -> None:
+    """bench/host.py's entry: read the whole topic once."""
+    out.put(_event_loop().run_until_complete(run_fetch(
+        bootstrap, topic, max_bytes=max_bytes, seconds=max(1.0, deadline - time.time()),
+        size=size, go=go)))
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+        return uvloop.new_event_loop()
+    except ImportError:  # pragma: no cover
+        return asyncio.new_event_loop()
+
+
+def raw_producer_proc(bootstrap: str, topic: str, count: int, size: int, acks: str,
+                      deadline: float, go: Any, out: Any, batch: int, connections: int,
+                      in_flight: int) -> None:
+    """bench/host.py's entry: `count` records, until `deadline` at most."""
+    loop = _event_loop()
+    res = loop.run_until_complete(run_load(
+        bootstrap, topic, size=size, batch=batch, acks=-1 if acks == "all" else int(acks),
+        connections=connections, in_flight=in_flight,
+        seconds=max(1.0, deadline - time.time()), records=count, go=go))
+    out.put(res)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bootstrap", required=True)
+    ap.add_argument("--topic", required=True)
+    ap.add_argument("--size", type=int, default=1024, help="bytes per record value")
+    ap.add_argument("--batch", type=int, default=100, help="records per batch (request)")
+    ap.add_argument("--acks", type=int, default=1)
+    ap.add_argument("--connections", type=int, default=2, help="per partition leader")
+    ap.add_argument("--in-flight", type=int, default=4, help="requests per connection")
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--records", type=int, default=None)
+    ap.add_argument("--fetch", action="store_true",
+                    help="read the topic from offset 0 to its high watermark instead")
+    ap.add_argument("--fetch-bytes", type=int, default=1 << 20,
+                    help="--fetch: max bytes per Fetch answer")
+    args = ap.parse_args()
+    if args.fetch:
+        res = _event_loop().run_until_complete(run_fetch(
+            args.bootstrap, args.topic, max_bytes=args.fetch_bytes, seconds=args.seconds,
+            size=args.size))
+        print(json.dumps(res))
+        return 1 if res["errors"] else 0
+    res = _event_loop().run_until_complete(run_load(
+        args.bootstrap, args.topic, size=args.size, batch=args.batch, acks=args.acks,
+        connections=args.connections, in_flight=args.in_flight, seconds=args.seconds,
+        records=args.records))
+    print(json.dumps(res))
+    return 1 if res["errors"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
