@@ -333,6 +333,90 @@ async def run_fetch(bootstrap: str, topic: str, *, max_bytes: int, seconds: floa
             "client_cpu_us_per_record": round((cpu1 - cpu0) / max(1, stats.acked) * 1e6, 3)}
 
 
+def _read_frame(sock: socket.socket, buf: bytearray) -> memoryview:
+    head = bytearray(4)
+    _recv_exactly(sock, memoryview(head))
+    size = _I32.unpack(head)[0]
+    if size > len(buf):
+        raise RuntimeError(f"answer of {size} bytes")
+    view = memoryview(buf)[:size]
+    _recv_exactly(sock, view)
+    return view
+
+
+def _percentiles(samples_ms: list[float]) -> dict[str, float]:
+    xs = sorted(samples_ms)
+    if not xs:
+        return {}
+
+    def at(q: float) -> float:
+        return round(xs[min(len(xs) - 1, int(q * len(xs)))], 3)
+
+    return {"n": len(xs), "p50_ms": at(0.5), "p99_ms": at(0.99), "p99.9_ms": at(0.999),
+            "max_ms": round(xs[-1], 3)}
+
+
+def run_probe(bootstrap: str, topic: str, *, count: int, size: int, acks: int,
+              park_ms: float, parked: bool = True) -> dict[str, Any]:
+    """What the broker adds to a record's trip, without a client library: a Fetch is
+    parked at the log end of partition 0 (sent `park_ms` before the record), then one
+    pre-encoded record is produced on another connection; the clock runs from the
+    produce's send to its acknowledgement (produce) and to the parked Fetch's answer
+    carrying the record (e2e). One record at a time, `count` times. With parked=False
+    the broker is idle for `park_ms` before the produce and the Fetch goes after the
+    produce's answer: the same idle gap without a parked Fetch to wake."""
+    addr, parts = next((a, p) for a, p in leaders(bootstrap, topic).items() if 0 in p)
+    del parts
+    body = produce_body(topic, 0, encode_batch(size, 1), acks, 30000)
+    buf = bytearray(2 << 20)
+    produce_ms: list[float] = []
+    e2e_ms: list[float] = []
+    with socket.create_connection(addr) as prod, socket.create_connection(addr) as cons:
+        for sock in (prod, cons):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # the log end offset: fetch from 0 until an answer comes back empty
+        offset = 0
+        for corr in range(1 << 30):
+            fb = fetch_body(topic, 0, offset, 1 << 20).replace(
+                struct.pack(">iii", -1, 500, 1), struct.pack(">iii", -1, 0, 1), 1)
+            cons.sendall(_PREFIX.pack(len(fb) + 8, FETCH_KEY, FETCH_VERSION, corr) + fb)
+            _err, hw, _n, nxt = fetch_answer(_read_frame(cons, buf)[4:])
+            if nxt < 0 or nxt >= hw:
+                offset = max(offset, nxt, hw)
+                break
+            offset = nxt
+        corr = 1 << 20
+        for _ in range(count):
+            fb = fetch_body(topic, 0, offset, 1 << 20)
+            fetch = _PREFIX.pack(len(fb) + 8, FETCH_KEY, FETCH_VERSION, corr) + fb
+            if parked:
+                cons.sendall(fetch)
+            time.sleep(park_ms / 1000)
+            t0 = time.perf_counter()
+            prod.sendall(_PREFIX.pack(len(body) + 8, PRODUCE_KEY, PRODUCE_VERSION, corr) + body)
+            if not parked:  # the produce's answer first, then a fetch that finds the record
+                codes = produce_errors(_read_frame(prod, buf)[4:])
+                t_ack = time.perf_counter()
+                cons.sendall(fetch)
+            answer = _read_frame(cons, buf)
+            t_fetch = time.perf_counter()
+            error, _hw, n, nxt = fetch_answer(answer[4:])
+            if error or n < 1:
+                raise RuntimeError(f"fetch answer: error {error}, {n} records")
+            offset = nxt
+            if parked:
+                codes = produce_errors(_read_frame(prod, buf)[4:])
+                t_ack = time.perf_counter()
+            if any(codes):
+                raise RuntimeError(f"produce error codes {codes}")
+            corr += 1
+            e2e_ms.append((t_fetch - t0) * 1000)
+            produce_ms.append((t_ack - t0) * 1000)
+    return {"count": count, "size": size, "acks": acks, "park_ms": park_ms, "parked": parked,
+            "loadavg_1m": round(os.getloadavg()[0], 2),
+            "produce": _percentiles(produce_ms), "e2e": _percentiles(e2e_ms)}
+
+
 def raw_consumer_proc(bootstrap: str, topic: str, size: int, max_bytes: int,
                       deadline: float, go: Any, out: Any) -> None:
     """bench/host.py's entry: read the whole topic once."""
@@ -377,7 +461,16 @@ def main() -> int:
                     help="read the topic from offset 0 to its high watermark instead")
     ap.add_argument("--fetch-bytes", type=int, default=1 << 20,
                     help="--fetch: max bytes per Fetch answer")
+    ap.add_argument("--probe", type=int, default=0, metavar="N",
+                    help="latency probe instead: N records one at a time into partition 0, "
+                         "each read by a Fetch parked before it (--size bytes, --acks)")
+    ap.add_argument("--park-ms", type=float, default=2.0,
+                    help="--probe: how long before the record its Fetch is sent")
     args = ap.parse_args()
+    if args.probe:
+        print(json.dumps(run_probe(args.bootstrap, args.topic, count=args.probe,
+                                   size=args.size, acks=args.acks, park_ms=args.park_ms)))
+        return 0
     if args.fetch:
         res = _event_loop().run_until_complete(run_fetch(
             args.bootstrap, args.topic, max_bytes=args.fetch_bytes, seconds=args.seconds,
