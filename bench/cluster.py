@@ -35,6 +35,11 @@ what the brokers add.
 
     python bench/cluster.py --latency --rate 5000 --seconds 10
     python bench/cluster.py --latency --acks 1 all --linger-ms 0 5
+    python bench/cluster.py --latency --acks 1 all --linger-ms 5 --probe 1000
+
+`--probe N` adds, per acks, N records through bench/rawload.py's probe: one pre-encoded
+record at a time, a Fetch parked before it, no client library, so what is left is the
+brokers' (and the kernel's) share of the trip.
 
 Results are printed and written to bench/results/cluster-<time>.json.
 """
@@ -60,6 +65,7 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.rawload import run_probe
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.cluster_proc import ClusterProcesses
 
@@ -283,10 +289,13 @@ def main() -> int:
                     help="only the paced latency runs (RF=1 and RF=3, acks=all)")
     ap.add_argument("--rate", type=int, default=5000, help="records/s of the latency runs")
     ap.add_argument("--seconds", type=float, default=10.0, help="length of a latency run")
-    ap.add_argument("--linger-ms", type=float, nargs="+", default=[5.0],
+    ap.add_argument("--linger-ms", type=float, nargs="*", default=[5.0],
                     help="producer linger.ms of the latency runs, one run each (default 5)")
     ap.add_argument("--acks", nargs="+", default=["all"], choices=["1", "all"],
                     help="producer acks of the latency runs, one run each (default all)")
+    ap.add_argument("--probe", type=int, default=0, metavar="N",
+                    help="also N records through bench/rawload.py's latency probe per acks "
+                         "(one at a time, a Fetch parked before each; no client library)")
     ap.add_argument("--setups", nargs="+", default=["single", "cluster"],
                     choices=["single", "cluster"], help="which setups the latency runs use")
     args = ap.parse_args()
@@ -350,6 +359,14 @@ def _latency_runs(bootstrap: str, rf: int, label: str, args: argparse.Namespace,
                                    linger_ms=linger, acks=acks)
             print(f"{label}, RF={rf}, acks={acks}, linger.ms={linger:g}:", result[name],
                   flush=True)
+    for acks in args.acks if args.probe else ():
+        # the brokers' share alone: bench/rawload.py's probe, no client library
+        topic = f"probe-acks{acks}"
+        create(bootstrap, topic, 1, rf, configs)
+        name = f"{label}_probe_acks{acks}"
+        result[name] = run_probe(bootstrap, topic, count=args.probe, size=100,
+                                 acks=-1 if acks == "all" else 1, park_ms=2.0)
+        print(f"{label}, RF={rf}, acks={acks}, rawload probe:", result[name], flush=True)
 
 
 def latency_main(args: argparse.Namespace) -> int:

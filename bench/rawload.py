@@ -33,6 +33,7 @@ import asyncio
 import json
 import os
 import resource
+import selectors
 import socket
 import struct
 import sys
@@ -372,8 +373,10 @@ def run_probe(bootstrap: str, topic: str, *, count: int, size: int, acks: int,
     produce_ms: list[float] = []
     e2e_ms: list[float] = []
     with socket.create_connection(addr) as prod, socket.create_connection(addr) as cons:
+        sel = selectors.DefaultSelector()
         for sock in (prod, cons):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sel.register(sock, selectors.EVENT_READ)
         # the log end offset: fetch from 0 until an answer comes back empty
         offset = 0
         for corr in range(1 << 30):
@@ -398,15 +401,25 @@ def run_probe(bootstrap: str, topic: str, *, count: int, size: int, acks: int,
                 codes = produce_errors(_read_frame(prod, buf)[4:])
                 t_ack = time.perf_counter()
                 cons.sendall(fetch)
-            answer = _read_frame(cons, buf)
-            t_fetch = time.perf_counter()
-            error, _hw, n, nxt = fetch_answer(answer[4:])
+                answer = fetch_answer(_read_frame(cons, buf)[4:])
+                t_fetch = time.perf_counter()
+            else:  # both answers, each timed when it arrives, whichever comes first
+                waiting = {prod, cons}
+                while waiting:
+                    for key, _ in sel.select():
+                        sock = key.fileobj
+                        assert isinstance(sock, socket.socket)
+                        frame = _read_frame(sock, buf)[4:]
+                        now = time.perf_counter()
+                        waiting.discard(sock)
+                        if sock is prod:
+                            codes, t_ack = produce_errors(frame), now
+                        else:
+                            answer, t_fetch = fetch_answer(frame), now
+            error, _hw, n, nxt = answer
             if error or n < 1:
                 raise RuntimeError(f"fetch answer: error {error}, {n} records")
             offset = nxt
-            if parked:
-                codes = produce_errors(_read_frame(prod, buf)[4:])
-                t_ack = time.perf_counter()
             if any(codes):
                 raise RuntimeError(f"produce error codes {codes}")
             corr += 1
