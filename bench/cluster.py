@@ -65,7 +65,7 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.rawload import run_probe
+from bench.rawload import percentiles, run_probe
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.cluster_proc import ClusterProcesses
 
@@ -147,18 +147,6 @@ def throughput(bootstrap: str, topic: str, records: int, size: int,
     }
 
 
-def _percentiles(samples_ms: list[float]) -> dict[str, float]:
-    ordered = sorted(samples_ms)
-    if not ordered:
-        return {}
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
-
-    return {"n": len(ordered), "p50_ms": at(0.50), "p99_ms": at(0.99),
-            "p99.9_ms": at(0.999), "max_ms": round(ordered[-1], 2)}
-
-
 def latency(bootstrap: str, topic: str, rate: int, seconds: float,
             size: int = 100, linger_ms: float = 5, acks: str = "all") -> dict[str, Any]:
     """Paced produce (acks=all by default); produce and end-to-end latency percentiles."""
@@ -223,12 +211,12 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float,
     p.flush(60)
     done.wait(seconds + 60)
     consumer.close()
-    assert not errors, errors[:3]
     e2e = [v for v in e2e_ms if v >= 0]
     return {"rate": rate, "seconds": seconds, "size": size, "linger_ms": linger_ms,
             "acks": acks, "load_1m_at_end": round(os.getloadavg()[0], 2),
+            "errors": len(errors), "first_error": errors[0] if errors else None,
             "achieved_rate": round(total / (time.perf_counter() - t0)),
-            "produce": _percentiles(acked_ms), "e2e": _percentiles(e2e)}
+            "produce": percentiles(acked_ms), "e2e": percentiles(e2e)}
 
 
 def failover_round(cluster: ClusterProcesses, topic: str) -> float:

@@ -345,7 +345,8 @@ def _read_frame(sock: socket.socket, buf: bytearray) -> memoryview:
     return view
 
 
-def _percentiles(samples_ms: list[float]) -> dict[str, float]:
+def percentiles(samples_ms: list[float]) -> dict[str, float]:
+    """n, p50, p99, p99.9 and max of latency samples in ms."""
     xs = sorted(samples_ms)
     if not xs:
         return {}
@@ -427,7 +428,7 @@ def run_probe(bootstrap: str, topic: str, *, count: int, size: int, acks: int,
             produce_ms.append((t_ack - t0) * 1000)
     return {"count": count, "size": size, "acks": acks, "park_ms": park_ms, "parked": parked,
             "loadavg_1m": round(os.getloadavg()[0], 2),
-            "produce": _percentiles(produce_ms), "e2e": _percentiles(e2e_ms)}
+            "produce": percentiles(produce_ms), "e2e": percentiles(e2e_ms)}
 
 
 def raw_consumer_proc(bootstrap: str, topic: str, size: int, max_bytes: int,
