@@ -28,13 +28,23 @@ broker.heartbeat.interval.ms=250): fencing the dead leader dominates.
 
 Latency (`--latency`): on each setup, a topic with one partition (RF=1 on
 the single node; RF=3, min.insync.replicas=2 on the cluster), one producer
-(acks=all, linger.ms=5 as bench/run.py) paced at `--rate` records/s for `--seconds` and one
-consumer (fetch.wait.max.ms=100, assigned, no group) reading from the start: p50/p99/max of the
+(acks=all, linger.ms=5 as bench/run.py; `--acks 1 all` and `--linger-ms 0 5` run each
+combination) paced at `--rate` records/s for `--seconds` and one consumer
+(fetch.wait.max.ms=100, assigned, no group) reading from the start: p50/p99/p99.9/max of the
 produce latency (send -> acknowledgement) and of the end-to-end latency
 (send -> the consumer has it; the high watermark gates it, so at RF=3 it
-includes replication).
+includes replication). linger.ms=5 is librdkafka's default since 1.5 (and the Java
+client's since Kafka 4.0): a record waits up to 5 ms in the producer before it is sent,
+so at a few thousand records/s it sets the floor of both latencies; linger.ms=0 shows
+what the brokers add.
 
     python bench/cluster.py --latency --rate 5000 --seconds 10
+    python bench/cluster.py --latency --acks 1 all --linger-ms 0 5
+    python bench/cluster.py --latency --acks 1 all --linger-ms 5 --probe 1000
+
+`--probe N` adds, per acks, N records through bench/rawload.py's probe: one pre-encoded
+record at a time, a Fetch parked before it, no client library, so what is left is the
+brokers' (and the kernel's) share of the trip.
 
 Results are printed and written to bench/results/cluster-<time>.json.
 """
@@ -60,6 +70,7 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.rawload import percentiles, run_probe
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.cluster_proc import ClusterProcesses
 
@@ -151,21 +162,9 @@ def throughput(bootstrap: str, topic: str, records: int, size: int,
     }
 
 
-def _percentiles(samples_ms: list[float]) -> dict[str, float]:
-    ordered = sorted(samples_ms)
-    if not ordered:
-        return {}
-
-    def at(q: float) -> float:
-        return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
-
-    return {"n": len(ordered), "p50_ms": at(0.50), "p99_ms": at(0.99),
-            "max_ms": round(ordered[-1], 2)}
-
-
 def latency(bootstrap: str, topic: str, rate: int, seconds: float,
-            size: int = 100) -> dict[str, Any]:
-    """Paced acks=all produce; produce and end-to-end latency percentiles."""
+            size: int = 100, linger_ms: float = 5, acks: str = "all") -> dict[str, Any]:
+    """Paced produce (acks=all by default); produce and end-to-end latency percentiles."""
     total = int(rate * seconds)
     sent_at: list[float] = [0.0] * total
     acked_ms: list[float] = []
@@ -194,7 +193,7 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float,
         (i,) = struct.unpack_from(">i", msg.value())
         acked_ms.append((now - sent_at[i]) * 1000)
 
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+    p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
                   "on_delivery": on_delivery, "message.timeout.ms": 60_000})
     for _ in range(50):  # warm: connections and metadata, not measured
         p.produce(topic, b"\xff\xff\xff\xff", partition=0,
@@ -227,11 +226,12 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float,
     p.flush(60)
     done.wait(seconds + 60)
     consumer.close()
-    assert not errors, errors[:3]
     e2e = [v for v in e2e_ms if v >= 0]
-    return {"rate": rate, "seconds": seconds, "size": size,
+    return {"rate": rate, "seconds": seconds, "size": size, "linger_ms": linger_ms,
+            "acks": acks, "load_1m_at_end": round(os.getloadavg()[0], 2),
+            "errors": len(errors), "first_error": errors[0] if errors else None,
             "achieved_rate": round(total / (time.perf_counter() - t0)),
-            "produce": _percentiles(acked_ms), "e2e": _percentiles(e2e)}
+            "produce": percentiles(acked_ms), "e2e": percentiles(e2e)}
 
 
 def failover_round(cluster: ClusterProcesses, topic: str) -> float:
@@ -292,6 +292,15 @@ def main() -> int:
                     help="only the paced latency runs (RF=1 and RF=3, acks=all)")
     ap.add_argument("--rate", type=int, default=5000, help="records/s of the latency runs")
     ap.add_argument("--seconds", type=float, default=10.0, help="length of a latency run")
+    ap.add_argument("--linger-ms", type=float, nargs="*", default=[5.0],
+                    help="producer linger.ms of the latency runs, one run each (default 5)")
+    ap.add_argument("--acks", nargs="+", default=["all"], choices=["1", "all"],
+                    help="producer acks of the latency runs, one run each (default all)")
+    ap.add_argument("--probe", type=int, default=0, metavar="N",
+                    help="also N records through bench/rawload.py's latency probe per acks "
+                         "(one at a time, a Fetch parked before each; no client library)")
+    ap.add_argument("--setups", nargs="+", default=["single", "cluster"],
+                    choices=["single", "cluster"], help="which setups the latency runs use")
     args = ap.parse_args()
     if args.latency:
         return latency_main(args)
@@ -342,24 +351,46 @@ def write_result(kind: str, result: dict[str, Any]) -> int:
     return 0
 
 
+def _latency_runs(bootstrap: str, rf: int, label: str, args: argparse.Namespace,
+                  result: dict[str, Any]) -> None:
+    """One run per (linger.ms, acks), each on a new topic: the consumer reads its topic
+    from offset 0, and records of an earlier run would count as samples."""
+    configs = {"min.insync.replicas": "2"} if rf > 1 else None
+    for linger in args.linger_ms:
+        for acks in args.acks:
+            name = f"{label}_acks{acks}_linger{linger:g}"
+            topic = f"lat-acks{acks}-linger{linger:g}".replace(".", "_")
+            create(bootstrap, topic, 1, rf, configs)
+            result[name] = latency(bootstrap, topic, args.rate, args.seconds,
+                                   linger_ms=linger, acks=acks)
+            print(f"{label}, RF={rf}, acks={acks}, linger.ms={linger:g}:", result[name],
+                  flush=True)
+    for acks in args.acks if args.probe else ():
+        # the brokers' share alone: bench/rawload.py's probe, no client library
+        topic = f"probe-acks{acks}"
+        create(bootstrap, topic, 1, rf, configs)
+        name = f"{label}_probe_acks{acks}"
+        result[name] = run_probe(bootstrap, topic, count=args.probe, size=100,
+                                 acks=-1 if acks == "all" else 1, park_ms=2.0)
+        print(f"{label}, RF={rf}, acks={acks}, rawload probe:", result[name], flush=True)
+
+
 def latency_main(args: argparse.Namespace) -> int:
     base = Path(tempfile.mkdtemp(prefix="odradek-bench-latency-"))
     result: dict[str, Any] = {"box_cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]}
-    single = BrokerProcess(data_dir=base / "single").start()
-    try:
-        create(single.bootstrap, "lat", 1, 1)
-        result["single_rf1"] = latency(single.bootstrap, "lat", args.rate, args.seconds)
-        print("single node, RF=1, acks=all:", result["single_rf1"], flush=True)
-    finally:
-        single.close()
-    cluster = ClusterProcesses(base / "cluster", brokers=3).start()
-    try:
-        create(cluster.bootstrap, "lat", 1, 3, {"min.insync.replicas": "2"})
-        result["cluster_rf3"] = latency(cluster.bootstrap, "lat", args.rate, args.seconds)
-        print("3 brokers, RF=3, acks=all:", result["cluster_rf3"], flush=True)
-    finally:
-        cluster.close()
-        shutil.rmtree(base, ignore_errors=True)
+    if "single" in args.setups:
+        single = BrokerProcess(data_dir=base / "single").start()
+        try:
+            _latency_runs(single.bootstrap, 1, "single_rf1", args, result)
+        finally:
+            single.close()
+    if "cluster" in args.setups:
+        cluster = ClusterProcesses(base / "cluster", brokers=3).start()
+        try:
+            _latency_runs(cluster.bootstrap, 3, "cluster_rf3", args, result)
+        finally:
+            cluster.close()
+    shutil.rmtree(base, ignore_errors=True)
     return write_result("latency", result)
 
 

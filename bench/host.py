@@ -4,6 +4,15 @@
     python bench/host.py --processes 1 3 --rf 3 --acks all
     python bench/host.py --records 100000 --repeat 1
     python bench/host.py --size 100 --chunk 10 --records 200000   # small requests
+    python bench/host.py --raw --producers 1 --records 1000000 --consume  # broker-bound
+
+With --raw the load is bench/rawload.py instead of confluent-kafka: pre-encoded Produce
+requests of --chunk (default 100) records, --connections per partition leader with
+--in-flight requests each, costing the client a small fraction of the broker's CPU per
+record, so that the broker, not the client, is the bottleneck (a librdkafka producer
+spends about as much CPU per 1 KiB record as the broker). --consume then reads the whole
+topic once with rawload's fetch load (one connection per partition, Fetch v4 of
+--fetch-bytes) and reports the same figures for the read.
 
 Each round starts, for each process count in --processes (in turn, in the same run, so
 that both see the same machine), `odradek server --processes N` in combined mode
@@ -50,6 +59,7 @@ if str(REPO_ROOT) not in sys.path:
 import psutil
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.rawload import raw_consumer_proc, raw_producer_proc
 from bench.run import producer_proc
 from tests.integration.cluster_proc import FAST_TIMEOUTS
 from tests.integration.host_proc import HostProcesses, free_ports
@@ -189,11 +199,18 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
         deadline = time.time() + args.timeout_s
         shares = [args.records // args.producers + (i < args.records % args.producers)
                   for i in range(args.producers)]
-        procs = [ctx.Process(target=producer_proc, args=(
-            bootstrap, "t", shares[i], args.size, args.acks, args.partitions, i, deadline,
-            go, out)) if args.chunk is None else ctx.Process(target=small_batch_producer, args=(
+        if args.raw:
+            procs = [ctx.Process(target=raw_producer_proc, args=(
+                bootstrap, "t", shares[i], args.size, args.acks, deadline, go, out,
+                args.chunk or 100, args.connections, args.in_flight))
+                for i in range(args.producers)]
+        else:
+            procs = [ctx.Process(target=producer_proc, args=(
                 bootstrap, "t", shares[i], args.size, args.acks, args.partitions, i, deadline,
-                go, out, args.chunk)) for i in range(args.producers)]
+                go, out)) if args.chunk is None else ctx.Process(
+                    target=small_batch_producer, args=(
+                        bootstrap, "t", shares[i], args.size, args.acks, args.partitions, i,
+                        deadline, go, out, args.chunk)) for i in range(args.producers)]
         idle0 = _tree_cpu_s(host.pids())
         time.sleep(IDLE_BROKER_S)
         idle1 = _tree_cpu_s(host.pids())
@@ -207,6 +224,7 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
         cpu0, busy0 = _tree_cpu_s(pids), _machine_busy_s()
         sys0 = _tree_cpu_s(pids, system_only=True)
         produce0 = _produce_requests(metrics_base, n)
+        load0 = os.getloadavg()[0]
         go.set()
         results = []
         for _ in procs:
@@ -219,6 +237,7 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
         per_node = {node: round(_delta(before, _tree_cpu_s(list(before))), 2)
                     for node, before in brokers0.items()}
         produce_requests = _produce_requests(metrics_base, n) - produce0
+        consume = _consume_phase(ctx, host, bootstrap, args) if args.consume else None
         for p in procs:
             p.join(10)
         host.stop()
@@ -233,7 +252,10 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
     other = max(0.0, (busy1 - busy0) - broker_cpu - client_cpu)
     res = {
         "processes": n, "rf": args.rf, "acks": args.acks, "partitions": args.partitions,
-        "producers": args.producers, "size": args.size, "chunk": args.chunk or 1000, "records": sent, "errors": errors,
+        "producers": args.producers, "size": args.size,
+        "load": "raw" if args.raw else "confluent-kafka",
+        "chunk": args.chunk or (100 if args.raw else 1000), "records": sent, "errors": errors,
+        "first_error": next((r["first_error"] for r in results if r.get("first_error")), None),
         "timed_out": any(r["timed_out"] for r in results), "wall_s": round(wall, 3),
         "records_per_s": round(sent / wall), "mb_per_s": round(sent * args.size / wall / 1e6, 1),
         "broker_cpu_s": round(broker_cpu, 2), "broker_cpu_cores": round(broker_cpu / wall, 2),
@@ -244,13 +266,44 @@ def run_once(n: int, args: argparse.Namespace, data_parent: Path) -> dict[str, A
         "records_per_produce_request": round(sent / produce_requests, 1)
         if produce_requests else None,
         "client_cpu_cores": round(client_cpu / wall, 2),
+        "client_cpu_us_per_record": round(client_cpu / sent * 1e6, 2) if sent else None,
+        "loadavg_1m_at_start": round(load0, 2),
         "other_cpu_cores": round(other / wall, 2),
         "machine_idle_pct_before": round(before_idle, 1),
         "idle_broker_cpu_cores": round(idle_cpu / IDLE_BROKER_S, 3),
         "idle_rss_mb": round(rss),
         "leaders_per_node": leaders,
     }
+    if consume is not None:
+        res["consume"] = consume
     return res
+
+
+def _consume_phase(ctx: Any, host: HostProcesses, bootstrap: str,
+                   args: argparse.Namespace) -> dict[str, Any]:
+    """bench/rawload.py's fetch load reads the whole topic once (one connection per
+    partition); the brokers' CPU over that read."""
+    go, out = ctx.Event(), ctx.Queue()
+    proc = ctx.Process(target=raw_consumer_proc, args=(
+        bootstrap, "t", args.size, args.fetch_bytes, time.time() + args.timeout_s, go, out))
+    proc.start()
+    time.sleep(2.0)
+    cpu0, busy0, load0 = _tree_cpu_s(host.pids()), _machine_busy_s(), os.getloadavg()[0]
+    go.set()
+    r = out.get(timeout=args.timeout_s + 30)
+    cpu1, busy1 = _tree_cpu_s(host.pids()), _machine_busy_s()
+    proc.join(10)
+    wall, broker = r["end"] - r["start"], _delta(cpu0, cpu1)
+    got = r["received"]
+    return {"records": got, "errors": r["errors"], "first_error": r["first_error"],
+            "fetch_requests": r["requests"], "wall_s": round(wall, 3),
+            "records_per_s": round(got / wall), "mb_per_s": round(got * args.size / wall / 1e6, 1),
+            "broker_cpu_cores": round(broker / wall, 2),
+            "broker_cpu_us_per_record": round(broker / got * 1e6, 2) if got else None,
+            "client_cpu_cores": round(r["cpu_s"] / wall, 2),
+            "client_cpu_us_per_record": r["client_cpu_us_per_record"],
+            "other_cpu_cores": round(max(0.0, busy1 - busy0 - broker - r["cpu_s"]) / wall, 2),
+            "loadavg_1m_at_start": round(load0, 2)}
 
 
 def main() -> int:
@@ -266,6 +319,16 @@ def main() -> int:
     ap.add_argument("--chunk", type=int, default=None,
                     help="records per batch with linger.ms=0 (default: bench/run.py's "
                          "producer, 1,000-record batches, linger.ms=5)")
+    ap.add_argument("--raw", action="store_true",
+                    help="bench/rawload.py's load (pre-encoded Produce v7 requests of --chunk "
+                         "records, default 100) instead of confluent-kafka producers")
+    ap.add_argument("--connections", type=int, default=2,
+                    help="--raw: connections per partition leader")
+    ap.add_argument("--in-flight", type=int, default=4, help="--raw: requests per connection")
+    ap.add_argument("--consume", action="store_true",
+                    help="--raw: then read the topic once with rawload's fetch load")
+    ap.add_argument("--fetch-bytes", type=int, default=1 << 20,
+                    help="--consume: max bytes per Fetch answer")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--timeout-s", type=float, default=180.0)
     ap.add_argument("--data-parent", type=Path, default=None)
@@ -297,6 +360,19 @@ def main() -> int:
               f"{med['client_cpu_cores']:>7.2f} {med['other_cpu_cores']:>6.2f} "
               f"{med['machine_idle_pct_before']:>12.1f} "
               f"{med['idle_broker_cpu_cores']:>10.3f} {med['idle_rss_mb']:>11.0f}")
+    if args.consume:
+        print(f"\nconsume (rawload fetch, one connection per partition, medians)\n"
+              f"{'processes':>9} {'records/s':>10} {'MB/s':>6} {'broker cores':>12} "
+              f"{'us/record':>9} {'client us/rec':>13}")
+        for n in args.processes:
+            mine = [x["consume"] for x in runs if x["processes"] == n and "consume" in x]
+            med = {k: statistics.median(x[k] or 0 for x in mine) for k in (
+                "records_per_s", "mb_per_s", "broker_cpu_cores", "broker_cpu_us_per_record",
+                "client_cpu_us_per_record")}
+            summary[n]["consume"] = med
+            print(f"{n:>9} {med['records_per_s']:>10.0f} {med['mb_per_s']:>6.1f} "
+                  f"{med['broker_cpu_cores']:>12.2f} {med['broker_cpu_us_per_record']:>9.2f} "
+                  f"{med['client_cpu_us_per_record']:>13.2f}")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"host-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps({
