@@ -226,14 +226,15 @@ def partitions_storage(base: Path, count: int, segments: int) -> None:
         again.shutdown()
 
 
-def partitions_broker(base: Path, count: int, repo: Path, segments: int = 1) -> None:
+def partitions_broker(base: Path, count: int, repo: Path, segments: int = 1,
+                      runs: int = 2) -> None:
     """N one-record partitions in a real broker: clean vs kill -9 start-up."""
     import re
     import sys
 
     sys.path.insert(0, str(repo))
     from confluent_kafka import Producer
-    from confluent_kafka.admin import NewTopic
+    from confluent_kafka.admin import NewPartitions, NewTopic
 
     from tests.integration.broker_proc import BrokerProcess  # the checkout under test
     from tests.integration.clients import ck_admin
@@ -251,12 +252,25 @@ def partitions_broker(base: Path, count: int, repo: Path, segments: int = 1) -> 
         started = time.monotonic()
         admin = ck_admin(proc.bootstrap, **{"socket.timeout.ms": 300_000})
         topic_config = {"segment.bytes": "100"} if segments > 1 else {}
-        [f] = admin.create_topics([NewTopic(TOPIC, count, 1, config=topic_config)],
+        # At most 10,000 partitions per request (Kafka's controller limit), and
+        # a 10,000-partition request fails today (10,001 metadata records, one
+        # over the raft append's bound): the topic is created with the first
+        # 5,000, then grown 5,000 at a time.
+        step = 5_000
+        [f] = admin.create_topics([NewTopic(TOPIC, min(count, step), 1, config=topic_config)],
                                   operation_timeout=3600, request_timeout=3600).values()
         f.result(timeout=3600)
+        steps = [round(time.monotonic() - started, 1)]
+        for total in range(2 * step, count + step, step):
+            t = time.monotonic()
+            [f] = admin.create_partitions([NewPartitions(TOPIC, min(total, count))],
+                                          operation_timeout=3600,
+                                          request_timeout=3600).values()
+            f.result(timeout=3600)
+            steps.append(round(time.monotonic() - t, 1))
         created_s = time.monotonic() - started
         print(json.dumps({"partitions": count, "create_s": round(created_s, 1),
-                          **_usage(proc.pid)}), flush=True)
+                          "create_steps_s": steps, **_usage(proc.pid)}), flush=True)
         p = Producer({"bootstrap.servers": proc.bootstrap, "acks": "all", "linger.ms": 50,
                       **({"batch.num.messages": 1} if segments > 1 else {})})
         for n in range(count * segments):
@@ -270,7 +284,7 @@ def partitions_broker(base: Path, count: int, repo: Path, segments: int = 1) -> 
                           **_usage(proc.pid)}), flush=True)
         time.sleep(2)  # recovery-point checkpoints
         proc.stop(timeout_s=1800)
-        for run in range(2):
+        for run in range(runs):
             t = time.monotonic()
             proc.start()
             clean_s = time.monotonic() - t
@@ -323,6 +337,7 @@ def main() -> int:
     parser.add_argument("--segments", type=int, default=1,
                         help="records per partition, one segment each")
     parser.add_argument("--broker", action="store_true")
+    parser.add_argument("--runs", type=int, default=2, help="broker mode: start pairs timed")
     parser.add_argument("--repo", default=str(Path(__file__).resolve().parents[1]))
     args = parser.parse_args()
     if args.partitions:
@@ -330,7 +345,8 @@ def main() -> int:
         base.mkdir(parents=True)
         try:
             if args.broker:
-                partitions_broker(base, args.partitions, Path(args.repo), args.segments)
+                partitions_broker(base, args.partitions, Path(args.repo), args.segments,
+                                  args.runs)
             else:
                 partitions_storage(base, args.partitions, args.segments)
         finally:

@@ -100,6 +100,7 @@ class _IndexFile:
         # _pending_from on.
         self._pending = bytearray()
         self._pending_from = 0
+        self._blank = False  # the file holds zeros only (see make_writable)
         if writable:
             self.make_writable(max_index_bytes)
 
@@ -151,6 +152,9 @@ class _IndexFile:
         size = max(self._max_entries, self.entries) * self.entry_bytes
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            # A file that was empty is all zeros now: ``reset`` has nothing to
+            # rewrite (a new segment's indexes: one open each, not two).
+            self._blank = not self.entries and os.fstat(fd).st_size == 0
             os.ftruncate(fd, size)
         finally:
             os.close(fd)
@@ -216,12 +220,15 @@ class _IndexFile:
     def reset(self) -> None:
         """Drop every entry (the file keeps its preallocated size if writable)."""
         self._ensure_loaded()
+        if self._blank and not self.entries and not self._pending:
+            return
         self._clear_entries()
         self._loaded = True
         self._rewrite_file(b"")
 
     def _rewrite_file(self, data: bytes) -> None:
         self._pending.clear()
+        self._blank = False
         if self._writable:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
@@ -240,6 +247,7 @@ class _IndexFile:
         if not self._pending:
             self._pending_from = index
         self._pending += entry
+        self._blank = False
         if len(self._pending) >= PENDING_MAX_BYTES:
             self.write_pending()
 
