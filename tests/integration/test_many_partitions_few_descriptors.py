@@ -60,7 +60,8 @@ def test_thousands_of_partitions_are_served_under_a_low_open_files_limit(tmp_pat
     proc = BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log",
                          wrapper=["prlimit", f"--nofile={LIMIT}:{LIMIT}"],
                          overrides={"odradek.metrics.port": metrics_port,
-                                    "offsets.topic.num.partitions": 1})
+                                    "offsets.topic.num.partitions": 1},
+                         ready_timeout_s=180)  # 3,000 tails recovered on a loaded machine
     try:
         proc.start()
         assert f"segments' .log files kept open: at most {LRU_BOUND}" in proc.log_tail()
