@@ -120,10 +120,10 @@ _DEFS: list[ConfigDef] = [
        "connections and the broker's own files: a CreateTopics or CreatePartitions that "
        "would leave fewer free under the open-files limit is refused (POLICY_VIOLATION).",
        MEDIUM, at_least(0)),
-    _d("odradek.log.segment.open.files.max", I, -1, "odradek only: at most this many closed "
-       "segments' .log files are kept open (an LRU: the least recently used idle one is "
-       "closed and opened again on its next use); active segments are always open. -1: a "
-       "quarter of the open-files limit left after odradek.open.files.reserve (at least "
+    _d("odradek.log.segment.open.files.max", I, -1, "odradek only: at most this many "
+       "segments' .log files (active ones included) are kept open (an LRU: the least "
+       "recently used idle one is closed and opened again on its next use). -1: half "
+       "of the open-files limit left after odradek.open.files.reserve (at least "
        "16); 0: no bound.", MEDIUM, at_least(-1)),
     _d("num.recovery.threads.per.data.dir", I, 1, "Threads per log dir for recovery at "
        "start-up and flushing at shutdown.", HIGH, at_least(1)),

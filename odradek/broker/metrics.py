@@ -21,9 +21,9 @@ Kafka exposes JMX MBeans; odradek exposes the same ideas with Prometheus names:
     odradek_under_replicated_partitions         partitions led here whose ISR lacks a replica
     odradek_isr_shrinks_total                   ISR shrinks this broker made as leader
     odradek_isr_expands_total                   ISR expansions this broker made as leader
-    odradek_log_segment_open_files              closed segments' .log files open now
+    odradek_log_segment_open_files              segments' .log files open now (active ones too)
     odradek_log_segment_open_files_max          the bound of that LRU (0: none)
-    odradek_log_segment_files_opened_total      closed segments' files opened on use
+    odradek_log_segment_files_opened_total      segments' files (re)opened on use
     odradek_log_segment_files_evicted_total     idle files closed by the bound
 
 Per-request cost is one counter increment and one histogram observation; the
@@ -173,7 +173,7 @@ class BrokerMetrics:
         for name, what, read in (
             ("open_files", "Closed segments' .log files open now (storage/open_files.py)",
              lambda: files.open_count),
-            ("open_files_max", "Bound of the LRU of closed segments' open files (0: none)",
+            ("open_files_max", "Bound of the LRU of segments' open .log files (0: none)",
              lambda: files.max_open),
             ("files_opened_total", "Closed segments' files opened on use",
              lambda: files.opened_total),

@@ -61,8 +61,8 @@ def segment_file_name(base_offset: int, suffix: str) -> str:
 class FileRecords:
     """The ``.log`` file of one segment.
 
-    A pinned file (the active segment's) stays open. An unpinned one (a
-    closed segment's) is in the process's LRU of open segment files
+    A pinned file stays open. An unpinned one (every segment's, active or
+    closed, since issue 15.3) is in the process's LRU of open segment files
     (open_files.py): it may be closed while idle and is opened again on the
     next use. Every use of the descriptor is under a lease (``leased_fd``),
     so eviction never closes it under a read in flight; ``close`` is for

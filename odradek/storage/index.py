@@ -30,7 +30,16 @@ Rules (as in Kafka)
 
 Entries live in memory in ``array`` objects (4 or 8 bytes per field), loaded
 lazily for inactive segments; lookups are binary searches over them. The file is
-written with ``os.pwrite`` and only read at load.
+only read at load.
+
+No index holds a file descriptor (issue 15.3: 50,000 partitions under a 20,000
+open-files limit). An active index's new entries wait in memory (``_pending``)
+and are written to the file, opened by path for that write only, when
+``PENDING_MAX_BYTES`` have gathered, on ``write_pending`` (every flush of the
+partition: ``LogSegment.sync_targets``), on roll and on close. So after a
+kill -9 the file holds every entry of the part of the log the recovery point
+covers (a sparse index missing later entries is still correct: lookups scan
+further); the part past the recovery point is rebuilt from the log anyway.
 """
 
 from __future__ import annotations
@@ -63,6 +72,8 @@ class CorruptIndex(Exception):
 # sizes), each next one twice the last, up to the max.
 _LOAD_CHUNK_BYTES = 24 * 512
 _LOAD_CHUNK_MAX_BYTES = 24 * 512 * 1024
+# An active index writes its gathered entries once this many bytes wait.
+PENDING_MAX_BYTES = 4096
 
 
 def _big_endian_array(typecode: str, data: bytes) -> array:
@@ -74,7 +85,7 @@ def _big_endian_array(typecode: str, data: bytes) -> array:
 
 
 class _IndexFile:
-    """File handling shared by both indexes: open, preallocate, trim, flush."""
+    """File handling shared by both indexes: preallocate, append, trim, flush."""
 
     entry_bytes: int
 
@@ -82,10 +93,14 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self._max_index_bytes = max_index_bytes
-        self._fd: int | None = None
         self._loaded = False
         self._writable = False
         self._max_entries = 0
+        # Entries appended but not yet written: bytes for entries from number
+        # _pending_from on.
+        self._pending = bytearray()
+        self._pending_from = 0
+        self._blank = False  # the file holds zeros only (see make_writable)
         if writable:
             self.make_writable(max_index_bytes)
 
@@ -129,23 +144,42 @@ class _IndexFile:
         self._loaded = True
 
     def make_writable(self, max_index_bytes: int) -> None:
-        """Open for appends and preallocate to ``max_index_bytes`` (whole entries)."""
+        """Accept appends; preallocate the file to ``max_index_bytes`` (whole entries)."""
         self._ensure_loaded()
         self._max_index_bytes = max_index_bytes
         self._max_entries = max(1, max_index_bytes // self.entry_bytes)
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         self._writable = True
         size = max(self._max_entries, self.entries) * self.entry_bytes
-        os.ftruncate(self._fd, size)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            # A file that was empty is all zeros now: ``reset`` has nothing to
+            # rewrite (a new segment's indexes: one open each, not two).
+            self._blank = not self.entries and os.fstat(fd).st_size == 0
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+
+    def write_pending(self) -> None:
+        """Write the entries gathered in memory (no fsync)."""
+        if not self._pending:
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            _pwrite_all(fd, self._pending, self._pending_from * self.entry_bytes)
+        finally:
+            os.close(fd)
+        self._pending.clear()
 
     def trim_to_valid_size(self) -> None:
         """Shrink the file to the entries written and stop accepting appends."""
         self._ensure_loaded()
-        if self._fd is not None:
-            os.ftruncate(self._fd, self.entries * self.entry_bytes)
-        elif self.path.exists():
-            os.truncate(self.path, self.entries * self.entry_bytes)
+        self.write_pending()
+        if self._writable or self.path.exists():
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, self.entries * self.entry_bytes)
+            finally:
+                os.close(fd)
         self._writable = False
         self._max_entries = self.entries
 
@@ -157,60 +191,65 @@ class _IndexFile:
         return self._max_entries
 
     def flush(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
+        """Write the gathered entries and fsync the file (an active index only)."""
+        if not self._writable:
+            return
+        self.write_pending()
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
-        """Trim (like Kafka on clean shutdown) and release the file descriptor."""
-        if self._fd is not None:
+        """Trim (like Kafka on clean shutdown) and stop accepting appends."""
+        if self._writable:
             self.trim_to_valid_size()
-            os.close(self._fd)
-            self._fd = None
         self._writable = False
 
-    @property
-    def fd(self) -> int | None:
-        return self._fd
-
     def release(self) -> None:
-        """Close the file descriptor without trimming (the file is being deleted)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Stop accepting appends without writing anything (the file is being deleted
+        or its dir is offline)."""
+        self._pending.clear()
         self._writable = False
 
     def delete(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        self._writable = False
+        self.release()
         self.path.unlink(missing_ok=True)
 
     def reset(self) -> None:
         """Drop every entry (the file keeps its preallocated size if writable)."""
         self._ensure_loaded()
+        if self._blank and not self.entries and not self._pending:
+            return
         self._clear_entries()
         self._loaded = True
         self._rewrite_file(b"")
 
     def _rewrite_file(self, data: bytes) -> None:
-        if self._fd is not None:
-            os.ftruncate(self._fd, 0)
-            _pwrite_all(self._fd, data, 0)
-            size = (
-                max(self._max_entries * self.entry_bytes, len(data))
-                if self._writable
-                else len(data)
-            )
-            os.ftruncate(self._fd, size)
+        self._pending.clear()
+        self._blank = False
+        if self._writable:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                os.ftruncate(fd, 0)
+                _pwrite_all(fd, data, 0)
+                os.ftruncate(fd, max(self._max_entries * self.entry_bytes, len(data)))
+            finally:
+                os.close(fd)
         else:
             with open(self.path, "wb") as f:
                 f.write(data)
 
     def _write_entry(self, entry: bytes, index: int) -> None:
-        if self._fd is None:
+        if not self._writable:
             raise IndexFull(f"{self.path} is not open for appends")
-        _pwrite_all(self._fd, entry, index * self.entry_bytes)
+        if not self._pending:
+            self._pending_from = index
+        self._pending += entry
+        self._blank = False
+        if len(self._pending) >= PENDING_MAX_BYTES:
+            self.write_pending()
 
     def _check_room(self) -> None:
         if not self._writable:
@@ -225,7 +264,7 @@ class _IndexFile:
         return relative
 
 
-def _pwrite_all(fd: int, data: bytes | memoryview, position: int) -> None:
+def _pwrite_all(fd: int, data: bytes | bytearray | memoryview, position: int) -> None:
     view = memoryview(data)
     while view:
         written = os.pwrite(fd, view, position)

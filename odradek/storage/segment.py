@@ -103,9 +103,10 @@ class LogSegment(SegmentFacts):
         self.max_index_bytes = max_index_bytes
         self.created_ms = created_ms
         self.roll_jitter_ms = roll_jitter_ms
-        # The .log file (file_records.py): its bytes, size and header scans.
-        # Pinned (always open) while active; then in the LRU of open files.
-        self.log = FileRecords(dir / segment_file_name(base_offset, LOG_SUFFIX), pinned=active)
+        # The .log file (file_records.py): its bytes, size and header scans. In
+        # the LRU of open files, active or not (issue 15.3: 50,000 partitions
+        # under a 20,000 open-files limit): every use holds a lease.
+        self.log = FileRecords(dir / segment_file_name(base_offset, LOG_SUFFIX), pinned=False)
         self.offset_index = OffsetIndex(
             dir / segment_file_name(base_offset, INDEX_SUFFIX),
             base_offset,
@@ -401,20 +402,23 @@ class LogSegment(SegmentFacts):
 
     def sync_targets(self) -> list[int | Path]:
         """What a flush must fsync, for an fsync on another thread that must not
-        race a close: a duplicate of the active segment's ``.log`` descriptor
-        (the caller closes it), and a closed segment's three files by path
-        (``fsync_and_close`` opens each read-only in turn: a closed segment
-        holds no descriptor for them, and a flush of many closed segments must
-        not hold one per file at once; a file renamed or deleted meanwhile is
-        passed over).
+        race a close: the segment's files by path (``fsync_and_close`` opens
+        each read-only in turn: no segment holds a descriptor for good, and a
+        flush of many segments or partitions must not hold one per file at
+        once; a file renamed or deleted meanwhile is passed over).
 
-        The active segment's indexes are left out: the active segment always
-        lies at or past the recovery point, so an unclean start rebuilds its
-        indexes from the log anyway; they are synced when the segment rolls."""
-        if self.active:
-            return list(self.log.dup_fd())
+        The active segment's index entries gathered in memory are written
+        first (not fsynced: the active segment always lies at or past the
+        recovery point, so an unclean start rebuilds its indexes from the log
+        unless the recovery point is its end, which only a flush (this one)
+        moves there after these entries reached the file; the page cache
+        keeps them through a kill -9). They are synced when the segment rolls."""
         if self.log.closed:
             return []
+        if self.active:
+            self.offset_index.write_pending()
+            self.time_index.write_pending()
+            return [self.log.path]
         return [self.log.path, self.offset_index.path, self.time_index.path]
 
     def largest_timestamp_ms(self) -> int:

@@ -1,8 +1,12 @@
 """File descriptors as a budget (issue 15.3). A broker started with a low
 open-files limit (``prlimit``): it raises its soft limit to the hard one and
-logs both; a CreateTopics or CreatePartitions that would need more
+logs both; with the LRU of segment files unbounded
+(``odradek.log.segment.open.files.max=0``: every active segment's ``.log``
+stays open) a CreateTopics or CreatePartitions that would need more
 descriptors than are left is refused with POLICY_VIOLATION and a message
-saying so, smaller ones are served; when the limit is hit anyway (here by a
+saying so, smaller ones are served (with the LRU bounded, the default, a
+partition holds no descriptor of its own:
+test_many_partitions_few_descriptors.py); when the limit is hit anyway (here by a
 flood of connections) the broker logs it without a traceback storm and serves
 again once the descriptors are released."""
 
@@ -37,7 +41,8 @@ def test_low_open_files_limit_refuses_big_creations_and_survives_exhaustion(
     tmp_path, topic_name
 ):
     proc = BrokerProcess(data_dir=tmp_path / "data", log_path=tmp_path / "broker.log",
-                         wrapper=["prlimit", "--nofile=200:256"])
+                         wrapper=["prlimit", "--nofile=200:256"],
+                         overrides={"odradek.log.segment.open.files.max": 0})
     try:
         proc.start()
         assert "open-files limit: soft 256 (was 200), hard 256" in proc.log_tail()

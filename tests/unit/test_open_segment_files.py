@@ -1,4 +1,4 @@
-"""The LRU of closed segments' open .log files (storage/open_files.py, issue 15.3)."""
+"""The LRU of segments' open .log files (storage/open_files.py, issue 15.3)."""
 
 from __future__ import annotations
 
@@ -74,19 +74,107 @@ def test_closed_segments_files_are_bounded_and_reopened_on_use(tmp_path: Path,
     assert lru.open_count == 0 and _open_fds() == fds_before
 
 
-def test_the_active_segment_stays_open_and_joins_the_lru_when_it_rolls(
+def _append(segment: LogSegment, value: bytes) -> bytes:
+    buf = bytearray(build_batch([Record(-1, 5000, b"k", value)]))
+    headers = validate_produce_records(buf, 10**7)
+    assign_offsets(buf, headers, segment.next_offset, 0, None)
+    segment.append(buf, headers)
+    return bytes(buf)
+
+
+def test_active_segments_hold_no_descriptor_beyond_the_lru(tmp_path: Path,
+                                                           lru: OpenSegmentFiles) -> None:
+    """Issue 15.3 at 50,000 partitions: an active segment's .log is in the LRU
+    (reopened read-write for the next append) and its indexes hold none."""
+    fds_before = _open_fds()
+    actives = [_closed_segment(tmp_path / str(p), 0, roll=False)
+               for p in range(12) if not (tmp_path / str(p)).mkdir()]
+    assert _open_fds() - fds_before <= 2 and lru.open_count <= 2
+    assert not any(s.log.pinned for s, _ in actives)
+    opened = lru.opened_total
+    everything = []
+    for segment, data in actives:  # every append after the first 2 reopens its file
+        everything.append(data + _append(segment, b"after eviction" * 20))
+        assert _open_fds() - fds_before <= 2
+    assert lru.opened_total >= opened + 10
+    for (segment, _), data in zip(actives, everything):
+        assert segment.read(0, 1 << 20) == (0, data)
+        assert segment.log.size_bytes == len(data) == os.path.getsize(segment.log_path)
+    for segment, _ in actives:
+        segment.on_become_inactive()
+    assert _open_fds() - fds_before <= 2
+    for (segment, _), data in zip(actives, everything):
+        entries = segment.offset_index.entries
+        assert entries > 0
+        segment.close()
+        # what reached the files equals what was kept in memory
+        again = LogSegment.open(segment.dir, 0, index_interval_bytes=INTERVAL_BYTES,
+                                max_index_bytes=INDEX_BYTES, now_ms=0, active=False)
+        assert again.offset_index.entries == entries
+        assert os.path.getsize(again.offset_index.path) == entries * 8
+        assert again.read(0, 1 << 20) == (0, data)
+        again.close()
+    assert _open_fds() == fds_before
+
+
+def test_an_active_index_reaches_its_file_on_flush_without_a_descriptor(
         tmp_path: Path, lru: OpenSegmentFiles) -> None:
-    active, data = _closed_segment(tmp_path, 0, roll=False)
+    """Entries gather in memory and are written by path when a flush asks for
+    what to fsync (so a kill -9 after the flush finds them); the file stays
+    preallocated (its zero tail ends the valid entries at the next load)."""
+    segment, _ = _closed_segment(tmp_path, 0, n_batches=8, roll=False)
+    index_path = segment.offset_index.path
+    assert os.path.getsize(index_path) == INDEX_BYTES  # preallocated
+    entries = segment.offset_index.entries
+    assert entries > 0
+    assert index_path.read_bytes()[:8 * entries] == bytes(8 * entries)  # not yet written
+    targets = segment.sync_targets()
+    assert targets == [segment.log_path]  # by path: no descriptor held for the fsync
+    fsync_and_close(targets)
+    on_disk = index_path.read_bytes()[:8 * (entries + 1)]
+    assert on_disk[-8:] == bytes(8) and bytes(8) not in on_disk[:8 * entries][8:]
+    # a kill -9 now: the clean load of the active segment finds every entry
+    again = LogSegment.open(tmp_path, 0, index_interval_bytes=INTERVAL_BYTES,
+                            max_index_bytes=INDEX_BYTES, now_ms=0, active=True)
+    assert again.offset_index.entries == entries
+    assert again.next_offset == segment.next_offset
+    again.close_files()
+    segment.close()
+
+
+def test_eviction_passes_over_an_active_file_leased_on_another_thread(
+        tmp_path: Path, lru: OpenSegmentFiles) -> None:
+    """A write or fsync in flight holds a lease: newer uses of other files do
+    not close its descriptor under it."""
+    active, data = _closed_segment(tmp_path / "a", 0, roll=False) if not (
+        tmp_path / "a").mkdir() else (None, b"")
+    assert active is not None
     others = [_closed_segment(tmp_path, base * 100)[0] for base in range(1, 6)]
-    assert active.log.is_open and active.log.pinned
-    assert lru.open_count <= 2
-    active.on_become_inactive()
-    assert not active.log.pinned
-    for segment in others:  # newer uses push the rolled file out
+    leased = threading.Event()
+    done = threading.Event()
+    seen: list[bytes] = []
+
+    def reader() -> None:
+        with active.log.leased_fd() as fd:
+            leased.set()
+            done.wait(30)
+            seen.append(os.pread(fd, len(data), 0))
+            os.fsync(fd)
+
+    t = threading.Thread(target=reader)
+    t.start()
+    assert leased.wait(30)
+    for segment in others:
         segment.read(segment.base_offset, 100)
-    assert not active.log.is_open
-    assert active.read(0, 1 << 20) == (0, data)
-    assert active.log.is_open
+    assert active.log.is_open  # passed over while leased
+    done.set()
+    t.join(30)
+    assert seen == [data]
+    for segment in others:
+        segment.read(segment.base_offset, 100)
+    assert not active.log.is_open  # idle again: evicted
+    extra = _append(active, b"x")
+    assert active.read(0, 1 << 20) == (0, data + extra)
     for segment in [active, *others]:
         segment.close()
 
@@ -177,6 +265,6 @@ def test_a_standalone_lru_closes_the_least_recently_used_idle_file(tmp_path: Pat
 
 
 def test_the_derived_bound_is_a_share_of_the_limit_left_after_the_reserve() -> None:
-    assert derived_max_open(256, 128) == 32
-    assert derived_max_open(20000, 128) == 4968
+    assert derived_max_open(256, 128) == 64
+    assert derived_max_open(20000, 128) == 9936
     assert derived_max_open(100, 128) == 16
