@@ -38,6 +38,10 @@ THROTTLED = "The throttling quota has been exceeded."
 MAX_TOPIC_NAME_LENGTH = 249
 # Kafka's controller refuses to create more partitions than this in one request.
 MAX_PARTITIONS_PER_REQUEST = 10_000
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP: one request's records are one
+# batch of the metadata log (raft's max_records_per_append); more is refused.
+MAX_RECORDS_PER_USER_OP = 10_000
+TOO_LARGE_BATCH = "Unable to perform excessively large batch operation."
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 # KIP-599: may a request create or delete this many partitions now?
 Admit = Callable[[int], bool]
@@ -227,6 +231,11 @@ class Controller:
                     POLICY_VIOLATION, "Excessively large number of partitions per request."
                 )
                 continue
+            if len(records) + 1 + num_partitions + len(t.configs) > MAX_RECORDS_PER_USER_OP:
+                # 10,000 partitions are 10,001 records with the TopicRecord (Kafka's
+                # BoundedList refuses them with this POLICY_VIOLATION too)
+                results[t.name] = Result(POLICY_VIOLATION, TOO_LARGE_BATCH)
+                continue
             if assignment is None:
                 assignment = self._assign(image, 0, num_partitions, rf)
             problem = self.validate_configs(t.configs)
@@ -319,6 +328,9 @@ class Controller:
                 results[name] = Result(
                     POLICY_VIOLATION, "Excessively large number of partitions per request."
                 )
+                continue
+            if len(records) + count - current > MAX_RECORDS_PER_USER_OP:
+                results[name] = Result(POLICY_VIOLATION, TOO_LARGE_BATCH)
                 continue
             rf = len(topic.partitions[0].replicas) if topic.partitions else 1
             if assignments:
