@@ -22,6 +22,7 @@ SHARE_DEFAULTS = {
     "share.record.lock.duration.ms": ("30000", 5),
     "share.session.timeout.ms": ("45000", 5),
     "share.heartbeat.interval.ms": ("5000", 5),
+    "share.isolation.level": ("read_uncommitted", 5),
 }
 BOUNDS = {
     "group.consumer.min.session.timeout.ms": 2000,
