@@ -5,7 +5,7 @@
     odradek metadata-quorum --bootstrap-server HOST:PORT add-controller \
         --controller-config controller.properties
     odradek metadata-quorum --bootstrap-server HOST:PORT remove-controller \
-        --controller-id ID --controller-directory-id DIRID
+        --controller-id ID --controller-directory-id=DIRID
     odradek metadata-quorum --bootstrap-controller HOST:PORT describe --status   (and the rest)
 
 Both send DescribeQuorum v2 (KIP-595/836/853) to the bootstrap broker, which
@@ -22,7 +22,8 @@ same file as its --command-config): node.id, the directory id in its metadata
 log dir's meta.properties and its controller listener, and sends AddRaftVoter;
 the controller must have been formatted with --no-initial-controllers and be
 running (an observer that has caught up). `remove-controller` sends
-RemoveRaftVoter for `--controller-id` with `--controller-directory-id` (both
+RemoveRaftVoter for `--controller-id` with `--controller-directory-id=DIRID` (write
+the `=`: a directory id may begin with "-") (both
 shown by `describe --status`); the active controller may remove itself (a new
 leader is elected from the rest). Only a quorum formatted with --standalone or
 --initial-controllers (kraft.version 1) can change; one change at a time.
@@ -76,7 +77,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("remove-controller", help="remove a voter (KIP-853)")
     p.add_argument("--controller-id", type=int, required=True)
     p.add_argument("--controller-directory-id", required=True,
-                   help="its metadata log dir's directory.id (describe --status shows it)")
+                   help="its metadata log dir's directory.id (describe --status shows it); "
+                        "write --controller-directory-id=ID: an id may begin with '-'")
     p.set_defaults(handler=reporting_broker_errors("metadata-quorum", _remove_controller))
     return parser
 

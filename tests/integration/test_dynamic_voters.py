@@ -146,8 +146,10 @@ def test_grow_one_to_three_voters_then_remove_the_active_controller(broker_kind,
 
         old = grown["leader_id"]
         odradek("metadata-quorum", "--bootstrap-server", bs, "remove-controller",
-                "--controller-id", str(old), "--controller-directory-id",
-                voters[old]["directoryId"])
+                # `=`: a Kafka Uuid in base64 may begin with "-" (argparse would
+                # take it for an option; the CI run of 2026-11-26 drew one)
+                "--controller-id", str(old),
+                f"--controller-directory-id={voters[old]['directoryId']}")
         after = wait_until(
             lambda: (q := quorum(bs)) and q.leader_id not in (-1, old)
             and len(q.current_voters) == 2 and q,
@@ -216,7 +218,7 @@ def test_replace_a_wiped_voter(broker_kind, tmp_path):
 
         # the old voter key must go first: the new disk has none of the log
         odradek("metadata-quorum", "--bootstrap-server", bs, "remove-controller",
-                "--controller-id", str(wiped), "--controller-directory-id", dirs[wiped])
+                "--controller-id", str(wiped), f"--controller-directory-id={dirs[wiped]}")
         wait_until(lambda: (q := quorum(bs)) and len(q.current_voters) == 2, timeout=30,
                    desc="the wiped voter removed")
         wait_until(lambda: odradek("metadata-quorum", "--bootstrap-server", bs,
