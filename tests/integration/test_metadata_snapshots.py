@@ -75,6 +75,12 @@ def test_broker_and_controller_down_past_the_log_start_catch_up_by_fetch_snapsho
         for r in range(REQUESTS):
             _create_topics(cluster, names[r * TOPICS_PER_REQUEST : (r + 1) * TOPICS_PER_REQUEST])
         leader_dir = cluster.controllers[leader].data_dir
+        # the older snapshots and segments go right after a new snapshot is
+        # written, not in the same step: wait for it (a fresh-clone CI run once
+        # looked between the two and saw 3 snapshots)
+        _wait(lambda: len(_checkpoints(leader_dir)) == 2
+              and _segments(leader_dir)[0] > max(broker_end, standby_end),
+              CATCH_UP_BOUND_S, "the two newest snapshots kept, older segments gone")
         checkpoints = _checkpoints(leader_dir)
         first_segment = _segments(leader_dir)[0]
         print(f"leader {leader}: snapshots {checkpoints}, first segment {first_segment}")
