@@ -1,5 +1,9 @@
 """Broker configuration in Kafka's own words: `server.properties` keys, types and defaults.
 
+Size (about 600 lines): the key table already lives in broker_config_defs.py;
+what stays is the loader and the typed view of one immutable object, which
+every layer reads. The next seam is the listener/endpoint parsing.
+
 Theory of operation. `BrokerConfig.load(path, overrides)` reads a Java .properties file
 (`parse_properties`), applies `--override key=value` pairs on top, and checks every key against
 BROKER_CONFIGS, the table of broker keys odradek models (Kafka's name, type, default,

@@ -1,5 +1,9 @@
 """The metadata quorum of a controller: the asyncio shell around the Raft core.
 
+Size (about 620 lines): one shell for one core (time, messages, files). The
+KIP-853 voter changes (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter) are
+the seam to move out next.
+
 Theory of operation
 -------------------
 `RaftMetadataQuorum` is `MetadataQuorum` (same log, image and listeners) whose

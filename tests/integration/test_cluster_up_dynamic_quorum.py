@@ -10,7 +10,6 @@ controller of such a quorum.)
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -21,23 +20,11 @@ import pytest
 
 from tests.integration.broker_proc import REPO_ROOT, free_port, port_accepts
 from tests.integration.clients import wait_until
+from tests.integration.test_cluster_up_flags import _cli, _env
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only, pytest.mark.timeout(300)]
 
 UP_TIMEOUT_S = 120
-
-
-def _env() -> dict[str, str]:
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(REPO_ROOT) + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH")
-                                        else "")
-    return e
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "odradek", *args], check=False,
-                          capture_output=True, text=True, env=_env(), cwd=str(REPO_ROOT),
-                          timeout=120)
 
 
 def _ports() -> tuple[int, int]:

@@ -1,5 +1,9 @@
 """Group APIs: FindCoordinator, the classic group protocol, offsets, group admin.
 
+Size (about 600 lines): one translation layer for one coordinator. The seam
+for a split is the offset APIs (OffsetCommit, OffsetFetch, OffsetDelete and
+their helpers) into a module of their own; it is not made yet.
+
 KIP-848's ConsumerGroupHeartbeat and ConsumerGroupDescribe are in
 consumer_groups.py, over the helpers here (`_ready`, `_replicated`, `_may_read`).
 
