@@ -319,6 +319,7 @@ class Broker:
             self.share.coordinator.start()
         self.log_tasks = LogTasks(self.config, self.log_manager)
         self.log_tasks.start()
+        self.metrics.loop_watch.start()
         self.scrubber.start()
         if self.remote_tier is not None:
             self.remote_tier.start()
@@ -455,6 +456,7 @@ class Broker:
         if isinstance(self.quorum, RaftMetadataQuorum):
             await self.quorum.stop()
         self.metrics.close()
+        await self.metrics.loop_watch.stop()
         await self._close_servers()
         if self.log_cleaner is not None:
             await self.log_cleaner.stop()

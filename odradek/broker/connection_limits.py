@@ -103,7 +103,9 @@ class LimitedConnection(Protocol):
     listener: str
     peer_address: str  # normalized IP (normalize_address)
     last_active_s: float  # time.monotonic() of the last byte read or written
-    busy: bool  # a request of it is being handled
+    @property
+    def busy(self) -> bool:
+        """A request of it is being handled or waits for its answer."""
 
     def abort(self) -> None: ...
     def pause_reading_for(self, reason: str) -> None: ...

@@ -3,12 +3,13 @@
 A handler is called as `handler(node, ctx, request)`: `node` is the few
 services its API family uses, typed by a small Protocol in `services.py` (never
 the Broker class), `ctx` is this RequestContext, and `request` the decoded kio
-entity. It returns the response as a dict (see protocol/entities.py), or None
-for no response (acks=0 produce).
+entity. It returns the response as a dict (see protocol/entities.py), None
+for no response (acks=0 produce), or a `Later` (below).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,19 @@ from ..security.sasl import SaslSession
 from .quotas import FetchQuota, MutationQuota
 
 _ALLOW_ALL = AllowAll()
+
+
+class Later:
+    """An answer that comes later. The handler has done all the work that must
+    happen in the order of its connection's requests (a produce's appends); what
+    is left is waiting (for the ISR to fetch the records, for an fsync), and the
+    connection may handle its next requests meanwhile. The answers still go out
+    in the requests' order (network.py). Only when `ctx.may_answer_later`."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: asyncio.Future[Any]) -> None:
+        self.task = task
 
 
 @dataclass(slots=True)
@@ -53,6 +67,9 @@ class RequestContext:
     # memory the answer holds (a consumer Fetch's records: fetch_memory.py), given
     # back by the connection once the answer is written (or at once without one)
     release_after_write: Callable[[], None] | None = None
+    # a client connection that handles its next requests while this one's answer
+    # waits: the handler may return a Later (an Envelope's inner request may not)
+    may_answer_later: bool = False
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:
@@ -79,4 +96,4 @@ class RequestContext:
         return not isinstance(self.authorizer, AllowAll)
 
 
-Handler = Callable[[Any, RequestContext, Any], Awaitable[dict[str, Any] | None]]
+Handler = Callable[[Any, RequestContext, Any], Awaitable[dict[str, Any] | Later | None]]

@@ -25,6 +25,8 @@ Kafka exposes JMX MBeans; odradek exposes the same ideas with Prometheus names:
     odradek_log_segment_open_files_max          the bound of that LRU (0: none)
     odradek_log_segment_files_opened_total      segments' files (re)opened on use
     odradek_log_segment_files_evicted_total     idle files closed by the bound
+    odradek_event_loop_lag_seconds              how late the loop ran a 50 ms timer (loop_watch.py)
+    odradek_gc_pause_seconds{generation}        Python's garbage collections
 
 Per-request cost is one counter increment and one histogram observation; the
 per-partition figures are read only when the endpoint is scraped. Each broker
@@ -48,6 +50,7 @@ from ..replication.scrubber import Scrubber
 from ..storage.log_manager import LogManager
 from ..storage.open_files import SEGMENT_FILES
 from .fetch_memory import FetchMemory
+from .loop_watch import LoopWatch
 
 
 class MetricsHost(Protocol):
@@ -182,6 +185,7 @@ class BrokerMetrics:
         ):
             Gauge(f"odradek_log_segment_{name}", what, registry=self.registry
                   ).set_function(read)
+        self.loop_watch = LoopWatch(self.registry)
         # api key -> (requests child, latency child, errors child), made on first use
         self._children: dict[int, tuple[Any, Any, Any]] = {}
         self.port: int | None = None

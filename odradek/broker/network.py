@@ -1,9 +1,15 @@
-"""The network layer: Kafka framing over asyncio, one request at a time per connection.
+"""The network layer: Kafka framing over asyncio, requests of a connection in order.
 
 Each connection reads size-prefixed frames; requests of one connection are
 handled strictly in order and their responses written in that order (Kafka's
 rule; clients pipeline requests and match responses by order and correlation
-id). A bounded queue of received frames lets a client pipeline without
+id). One exception to "handled one at a time": a handler that has done its
+ordered part and only waits (an acks=all produce waiting for the ISR) answers
+with a `Later`, and the connection handles its next requests meanwhile; the
+answers still go out in order, at most MAX_LATER_ANSWERS waiting, their bytes
+held in the request pool until written. Kafka mutes a connection until each
+answer is sent, so one client's acks=all requests each wait a whole round of
+the followers; here they share rounds. A bounded queue of received frames lets a client pipeline without
 letting it buffer unbounded memory: past `MAX_QUEUED_FRAMES` frames or
 `MAX_QUEUED_BYTES` bytes the connection stops reading until the queue drains.
 A peer that does not read its responses stops being read too: once the
@@ -51,12 +57,14 @@ from ..security.tls import (
 )
 from ..security.sasl import SaslServerConfig, SaslSession
 from .metrics import BrokerMetrics
+from .context import Later
 from .pipeline import CLOSE, CloseAfter
 
 log = logging.getLogger(__name__)
 
 MAX_QUEUED_FRAMES = 64
 MAX_QUEUED_BYTES = 1 << 20  # whole requests queued; one larger request is still read
+MAX_LATER_ANSWERS = 64  # requests handled whose answers wait (acks=all produce)
 
 
 class ConnectionHost(Protocol):
@@ -76,6 +84,8 @@ class ConnectionHost(Protocol):
 
 
 class KafkaConnection(asyncio.Protocol):
+    answers_later = True  # a handler may answer with a Later (context.py)
+
     def __init__(self, broker: ConnectionHost, listener: str) -> None:
         self.broker = broker
         self.listener = listener
@@ -95,7 +105,11 @@ class KafkaConnection(asyncio.Protocol):
         self.peer = "?"
         self.peer_address = "?"
         self.last_active_s = time.monotonic()
-        self.busy = False  # a request of this connection is being handled
+        self._handling = False  # a request of this connection is being handled
+        # requests handled whose answers come later, oldest first, with their sizes
+        self._later: collections.deque[tuple[Later, int]] = collections.deque()
+        self._later_waiter: asyncio.Future[None] | None = None
+        self._later_limit = 0
         self.limits = broker.connection_limits
         self._request_bytes = self.limits.account(self)
         # a follower fetches on it: out of the queued request pool (replicating)
@@ -191,7 +205,9 @@ class KafkaConnection(asyncio.Protocol):
             self._request_bytes.close()
         self.broker.connections.discard(self)
         self._release_written()
-        for fut in (self._wakeup, self._can_write):
+        for answer, _size in self._later:  # nobody will read them
+            answer.task.cancel()
+        for fut in (self._wakeup, self._can_write, self._later_waiter):
             if fut is not None and not fut.done():
                 fut.set_result(None)
 
@@ -332,42 +348,41 @@ class KafkaConnection(asyncio.Protocol):
                     # the next request waits out the throttle time
                     await asyncio.sleep(self.muted_until - loop.time())
                     continue
+                if self._can_write is not None and not self._can_write.done():
+                    await self._can_write  # later answers filled the write buffer
+                    continue
                 frame = self.queue.popleft()
+                size = 4 + len(frame)
                 self._queued_bytes -= len(frame)
                 if (len(self.queue) < MAX_QUEUED_FRAMES // 2
                         and self._queued_bytes < MAX_QUEUED_BYTES // 2):
                     self.resume_reading_for("queue")
-                self.busy = True
+                self._handling = True
                 try:
                     response = await handle(frame, self)
-                finally:
-                    self.busy = False
+                except BaseException:
                     if not self._closed:
-                        self._request_bytes.answered(4 + len(frame))
+                        self._request_bytes.answered(size)
+                    raise
+                finally:
+                    self._handling = False
                     # A connection that waits for its next request must not keep
                     # its last one alive (nor its last answer, below).
                     del frame
-                if response is None:
-                    self._release_written()
+                if type(response) is Later:
+                    # Its answer comes when it is ready, after every answer before
+                    # it (_later_done); its bytes stay in the request pool until then.
+                    self._later.append((response, size))
+                    response.task.add_done_callback(self._later_done)
+                    if len(self._later) >= MAX_LATER_ANSWERS:
+                        await self._later_below(MAX_LATER_ANSWERS)
                     continue
-                if response is CLOSE:
-                    self.close()
+                if not self._closed:
+                    self._request_bytes.answered(size)
+                if self._later:  # answers go out in the requests' order
+                    await self._later_below(1)
+                if not self._write_answer(response):
                     return
-                if type(response) is CloseAfter:  # an error answer, then close (SASL)
-                    if self.transport is not None and not self._closed:
-                        self.transport.write(response.response)
-                    self.close()
-                    return
-                if self._closed:
-                    return
-                assert self.transport is not None
-                self.last_active_s = time.monotonic()
-                if type(response) is list:
-                    self.transport.writelines(response)
-                    self.broker.metrics.bytes_out.inc(sum(map(len, response)))
-                else:
-                    self.transport.write(response)  # type: ignore[arg-type]
-                    self.broker.metrics.bytes_out.inc(len(response))  # type: ignore[arg-type]
                 del response
                 if self._can_write is not None and not self._can_write.done():
                     await self._can_write
@@ -377,3 +392,64 @@ class KafkaConnection(asyncio.Protocol):
         except Exception:  # a bug must not take the broker down: drop this connection
             log.exception("connection %s failed", self.peer)
             self.close()
+
+    def _write_answer(self, response: Any) -> bool:
+        """Write one answer; False once the connection is closed (or closing)."""
+        if response is None:  # acks=0
+            return not self._closed
+        if response is CLOSE:
+            self.close()
+            return False
+        if type(response) is CloseAfter:  # an error answer, then close (SASL)
+            if self.transport is not None and not self._closed:
+                self.transport.write(response.response)
+            self.close()
+            return False
+        if self._closed:
+            return False
+        assert self.transport is not None
+        self.last_active_s = time.monotonic()
+        if type(response) is list:
+            self.transport.writelines(response)
+            self.broker.metrics.bytes_out.inc(sum(map(len, response)))
+        else:
+            self.transport.write(response)
+            self.broker.metrics.bytes_out.inc(len(response))
+        return True
+
+    # -- answers that come later (context.Later) --------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """A request of this connection is being handled or waits for its answer
+        (such a connection is never idle: connection_limits.py)."""
+        return self._handling or bool(self._later)
+
+    def _later_done(self, _task: asyncio.Future[Any]) -> None:
+        """Write the answers that are ready, in order, up to the first that is not."""
+        later = self._later
+        while later and later[0][0].task.done():
+            answer, size = later.popleft()
+            if not self._closed:
+                self._request_bytes.answered(size)
+            task = answer.task
+            if task.cancelled():
+                response: Any = CLOSE
+            elif task.exception() is not None:
+                log.error("connection %s: a later answer failed", self.peer,
+                          exc_info=task.exception())
+                response = CLOSE
+            else:
+                response = task.result()
+            self._write_answer(response)
+        waiter = self._later_waiter
+        if waiter is not None and not waiter.done() and len(later) < self._later_limit:
+            waiter.set_result(None)
+
+    async def _later_below(self, limit: int) -> None:
+        """Wait until fewer than `limit` answers are waiting to be written."""
+        while len(self._later) >= limit and not self._closed:
+            self._later_limit = limit
+            self._later_waiter = asyncio.get_running_loop().create_future()
+            await self._later_waiter
+            self._later_waiter = None

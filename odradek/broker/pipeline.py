@@ -27,7 +27,10 @@
                  authorized) the inner request runs the decode, authorize, handle
                  and encode stages as the principal and host the Envelope names;
                  its answer goes back inside an EnvelopeResponse
-    handle       the API's handler, with the node's services and a RequestContext
+    handle       the API's handler, with the node's services and a RequestContext;
+                 a handler whose answer only waits (an acks=all produce, after its
+                 appends) may return a Later: the stages below then run when it is
+                 ready, while the connection goes on to its next request
     downgrade    error codes the request's version cannot carry become the older
                  codes Kafka answers instead (the API line's `older_errors`:
                  version_errors.py), e.g. PRODUCER_FENCED -> INVALID_PRODUCER_EPOCH
@@ -43,6 +46,7 @@ error answer is written, then the connection is closed (Kafka's rule).
 
 from __future__ import annotations
 
+import asyncio
 import io
 import logging
 import struct
@@ -67,7 +71,7 @@ from ..security.authorizer import AllowAll, Authorizer
 from ..security.resources import ANONYMOUS, CLUSTER_NAME, AclOperation, Principal, ResourceType
 from ..security.sasl import SaslSession
 from .apis import API_TABLE, ApiSpec, Scope
-from .context import RequestContext
+from .context import Later, RequestContext
 from .handlers.cluster import replica_id_of
 from .quotas import (
     MUTATION_STRICT_SINCE,
@@ -149,6 +153,12 @@ class RequestPipeline:
         started = time.perf_counter()
         result = await self._handle(frame, conn)
         key = int.from_bytes(frame[:2], "big", signed=True) if len(frame) >= 2 else -1
+        if type(result) is Later:  # observed once answered
+            observe = self.host.observe_request
+            result.task.add_done_callback(lambda task: observe(
+                key, time.perf_counter() - started,
+                task.cancelled() or task.exception() is not None or task.result() is CLOSE))
+            return result
         self.host.observe_request(key, time.perf_counter() - started, result is CLOSE)
         return result
 
@@ -180,7 +190,9 @@ class RequestPipeline:
             if release is not None:
                 # held until the connection has written the answer (fetch_memory.py)
                 hold = getattr(conn, "hold_until_written", None)
-                if hold is not None and answer is not None and answer is not CLOSE:
+                if type(answer) is Later:
+                    answer.task.add_done_callback(lambda _task: release())
+                elif hold is not None and answer is not None and answer is not CLOSE:
                     hold(release)
                 else:
                     release()
@@ -218,6 +230,27 @@ class RequestPipeline:
         except Exception:
             log.exception("handler for %s v%d failed", spec.name, header.api_version)
             return CLOSE
+        if isinstance(data, Later):
+            # the handler's ordered part is done; the stages after it run when its
+            # answer is ready (the time it waits is not handler time for quotas)
+            return Later(asyncio.ensure_future(self._answer_later(
+                spec, header, request, ctx, conn, request_bytes, data, handler_s)))
+        return self._answer(spec, header, request, ctx, conn, request_bytes, data, handler_s)
+
+    async def _answer_later(self, spec: ApiSpec, header: RequestHeader, request: Any,
+                            ctx: RequestContext, conn: Connection | None,
+                            request_bytes: int, later: Later, handler_s: float) -> Any:
+        try:
+            data = await later.task
+        except Exception:
+            log.exception("handler for %s v%d failed", spec.name, header.api_version)
+            return CLOSE
+        return self._answer(spec, header, request, ctx, conn, request_bytes, data, handler_s)
+
+    def _answer(self, spec: ApiSpec, header: RequestHeader, request: Any, ctx: RequestContext,
+                conn: Connection | None, request_bytes: int, data: dict[str, Any] | None,
+                handler_s: float) -> Any:
+        """The stages after the handler: downgrade, throttle, encode."""
         if data is None:  # acks=0: no answer, but the bytes still count
             self._throttle(spec, ctx, conn, request, request_bytes, 0, handler_s)
             return None
@@ -413,6 +446,7 @@ class RequestPipeline:
             authorizer=self.authorizer,
             sasl=conn.sasl if conn is not None else None,
             controller_listener=self._on_controller_listener(conn),
+            may_answer_later=getattr(conn, "answers_later", False),
         )
 
     @staticmethod

@@ -8,6 +8,7 @@ are walked up to their keys, since a record without a key is refused there.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
@@ -22,7 +23,7 @@ from ...protocol.records import InvalidRecords, decompression_bound, validate_pr
 from ...security.resources import AclOperation as Op
 from ...security.resources import ResourceType
 from ...storage.log_config import LONG_MAX
-from ..context import RequestContext
+from ..context import Later, RequestContext
 from ..producer_checks import check_producer_batch
 from ..services import ProduceServices
 from . import authz
@@ -116,7 +117,8 @@ def _by_name(req: Any, image: Any) -> _NamedRequest:
     return _NamedRequest(req.transactional_id, req.acks, req.timeout, tuple(topics))
 
 
-async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any) -> dict[str, Any] | None:
+async def handle_produce(broker: ProduceServices, ctx: RequestContext,
+                         req: Any) -> dict[str, Any] | Later | None:
     if ctx.api_version >= 13:
         req = _by_name(req, broker.image)
     acks = req.acks
@@ -273,19 +275,38 @@ async def handle_produce(broker: ProduceServices, ctx: RequestContext, req: Any)
                 replicated.append((answer, part, info.last_offset + 1))
         responses.append({"name": name, "topic_id": getattr(topic, "topic_id", None),
                           "partition_responses": parts})
+    if not flushes and not replicated:
+        return None if acks == 0 else {"responses": responses}
+    if acks == 0:  # no answer, but the appends are flushed before the next request
+        await _wait(broker, responses, flushes, replicated, req.timeout)
+        return None
+    if ctx.may_answer_later:
+        # The appends are done, in the connection's order: the waiting may
+        # overlap the connection's next requests (network.py keeps the answers
+        # in order), so that one client's acks=all requests share the
+        # followers' rounds instead of taking one round each.
+        return Later(asyncio.ensure_future(
+            _wait(broker, responses, flushes, replicated, req.timeout)))
+    return await _wait(broker, responses, flushes, replicated, req.timeout)
+
+
+async def _wait(broker: ProduceServices, responses: list[dict[str, Any]],
+                flushes: list[tuple[dict[str, Any], Any]],
+                replicated: list[tuple[dict[str, Any], Any, int]],
+                timeout: Any) -> dict[str, Any]:
+    """The produce purgatory: the fsyncs the flush policy asked for, then the
+    high watermark past every acks=all append (or the request timeout)."""
     for answer, flushed in flushes:
         try:
             await flushed
         except OSError as e:
             answer.update(_partition_error(answer["index"], E.KAFKA_STORAGE_ERROR, str(e)))
     if replicated:
-        deadline = time.monotonic() + max(ms(req.timeout), 0) / 1000
+        deadline = time.monotonic() + max(ms(timeout), 0) / 1000
         for answer, part, required in replicated:
             if answer["error_code"]:
                 continue
             code = await broker.replication.wait_for_high_watermark(part, required, deadline)
             if code:
                 answer.update(_partition_error(answer["index"], code))
-    if acks == 0:
-        return None
     return {"responses": responses}
