@@ -203,6 +203,8 @@ API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in (
         _cluster(Op.ALTER),), denial=log_dirs.alter_replica_log_dirs_errors),
     ApiSpec(K.ELECT_LEADERS, cluster.handle_elect_leaders, (
         _cluster(Op.ALTER),), forwarded=True),
+    ApiSpec(K.UNREGISTER_BROKER, cluster.handle_unregister_broker, (
+        _cluster(Op.ALTER),), forwarded=True),
     ApiSpec(K.ALTER_PARTITION_REASSIGNMENTS, reassignment.handle_alter_partition_reassignments,
             (_cluster(Op.ALTER),), forwarded=True),
     ApiSpec(K.LIST_PARTITION_REASSIGNMENTS, reassignment.handle_list_partition_reassignments,

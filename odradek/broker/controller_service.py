@@ -305,6 +305,20 @@ class ControllerService:
         await self.decide(decision)
         return starts[0], block_size
 
+    async def unregister_broker(self, broker_id: int) -> int:
+        """UnregisterBroker (KIP-631): 0 or BROKER_ID_NOT_REGISTERED."""
+        codes: list[int] = []
+
+        def decision(image: MetadataImage) -> list[R.MetadataRecord]:
+            code, records = self.control.unregister(image, broker_id)
+            codes.append(code)
+            return records
+
+        await self.decide(decision)
+        if not codes[-1]:
+            log.info("broker %d unregistered", broker_id)
+        return codes[-1]
+
     async def elect_leaders(
         self, election_type: int, partitions: list[tuple[str, int]] | None
     ) -> dict[tuple[str, int], tuple[int, str | None]]:

@@ -7,6 +7,7 @@
                        [--sasl-ssl [--admin-password PW]] [--dynamic-quorum]
     odradek cluster status --data-dir DIR [-o json]
     odradek cluster down --data-dir DIR [--timeout S]
+    odradek cluster unregister --id N [-b HOST:PORT]   (kafka-cluster.sh unregister)
 
 `up` starts, on 127.0.0.1, the controllers (`process.roles=controller`, node ids
 100, 101, ... or from --first-controller-id, the voters of the metadata quorum,
@@ -60,7 +61,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import cluster_security
+from . import cluster_security, cluster_unregister
 from .cluster_security import LISTENER
 from .cluster_state import (
     STATUS_HEADER,
@@ -529,4 +530,5 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     down.add_argument("--timeout", type=float, default=60.0, metavar="S",
                       help="seconds to wait for every node to stop (default %(default)s)")
     down.set_defaults(handler=run_down)
+    cluster_unregister.add_parser(sub)
     return parser

@@ -167,16 +167,41 @@ class ClusterControl:
         if (current is not None and previous_broker_epoch is not None
                 and previous_broker_epoch != current.epoch and ELR.enabled(image)):
             unclean = (broker_id,)
-            changed = {(r["topic_id"], r["partition"]) for r in records
-                       if r["type"] == R.PARTITION_CHANGE}
-            records += [R.partition_change_record(str(t.topic_id), p.partition)
-                        for t, p in _partitions_with(image, broker_id)
-                        if broker_id in p.elr
-                        and (str(t.topic_id), p.partition) not in changed]
+            records += self._leave_elr(image, broker_id, records)
         records.append(
             R.register_broker_record(broker_id, endpoints, rack, fenced, incarnation_id, log_dirs)
         )
         return NONE, self.with_elr(image, records, unclean)
+
+    def unregister(self, image: MetadataImage,
+                   broker_id: int) -> tuple[int, list[R.MetadataRecord]]:
+        """UnregisterBroker (KIP-631): the broker leaves as a fenced one would
+        (leaderships, ISR and ELR memberships move away), then its registration
+        goes. A live broker finds itself unknown at its next heartbeat and
+        registers again, as in Kafka."""
+        current = image.brokers.get(broker_id)
+        if current is None:
+            return BROKER_ID_NOT_REGISTERED, []
+        records = [] if current.fenced else self._leave(image, broker_id)
+        unclean: tuple[int, ...] = ()
+        if ELR.enabled(image):
+            unclean = (broker_id,)
+            records += self._leave_elr(image, broker_id, records)
+        records = self.with_elr(image, records, unclean)
+        records.append(R.unregister_broker_record(broker_id, current.epoch))
+        self.last_contact_ms.pop(broker_id, None)
+        return NONE, records
+
+    @staticmethod
+    def _leave_elr(image: MetadataImage, broker_id: int,
+                   records: list[R.MetadataRecord]) -> list[R.MetadataRecord]:
+        """A change for each partition with `broker_id` in its ELR that `records`
+        do not change yet (with_elr then takes the broker out of it)."""
+        changed = {(r["topic_id"], r["partition"]) for r in records
+                   if r["type"] == R.PARTITION_CHANGE}
+        return [R.partition_change_record(str(t.topic_id), p.partition)
+                for t, p in _partitions_with(image, broker_id)
+                if broker_id in p.elr and (str(t.topic_id), p.partition) not in changed]
 
     def heartbeat(
         self,

@@ -221,6 +221,12 @@ def apply(image: MetadataImage, records: Iterable[R.MetadataRecord], offset: int
                 bool(rec.get("in_controlled_shutdown", False)), rec.get("broker_epoch", offset),
                 rec.get("incarnation_id"), tuple(rec.get("log_dirs", ())),
             )
+        elif kind == R.UNREGISTER_BROKER:
+            if brokers is None:
+                brokers = dict(image.brokers)
+            current = brokers.get(rec["broker_id"])
+            if current is not None and current.epoch == rec["broker_epoch"]:
+                del brokers[rec["broker_id"]]
         elif kind == R.BROKER_REGISTRATION_CHANGE:
             if brokers is None:
                 brokers = dict(image.brokers)

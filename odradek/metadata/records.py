@@ -27,6 +27,7 @@ CONFIG = "ConfigRecord"
 REGISTER_BROKER = "RegisterBrokerRecord"
 PRODUCER_IDS = "ProducerIdsRecord"
 BROKER_REGISTRATION_CHANGE = "BrokerRegistrationChangeRecord"
+UNREGISTER_BROKER = "UnregisterBrokerRecord"
 CLIENT_QUOTA = "ClientQuotaRecord"
 # SASL/SCRAM credentials (KIP-554)
 USER_SCRAM_CREDENTIAL = "UserScramCredentialRecord"
@@ -35,7 +36,7 @@ REMOVE_USER_SCRAM_CREDENTIAL = "RemoveUserScramCredentialRecord"
 KNOWN_TYPES = frozenset(
     {TOPIC, PARTITION, PARTITION_CHANGE, REMOVE_TOPIC, CONFIG, REGISTER_BROKER, PRODUCER_IDS,
      BROKER_REGISTRATION_CHANGE, CLIENT_QUOTA}
-) | {USER_SCRAM_CREDENTIAL, REMOVE_USER_SCRAM_CREDENTIAL}
+) | {USER_SCRAM_CREDENTIAL, REMOVE_USER_SCRAM_CREDENTIAL, UNREGISTER_BROKER}
 
 # -- ACLs (Kafka's AccessControlEntryRecord / RemoveAccessControlEntryRecord) ------------
 # Each ACL has an id; the fields are AclBinding's (security/acl.py), as wire numbers.
@@ -135,6 +136,12 @@ def register_broker_record(
     if log_dirs is not None:  # the directory ids the broker has online (KIP-858)
         record["log_dirs"] = sorted(log_dirs)
     return record
+
+
+def unregister_broker_record(broker_id: int, broker_epoch: int) -> MetadataRecord:
+    """An operator removed the broker's registration (UnregisterBroker, KIP-631):
+    the registration of that epoch goes; a later one stays."""
+    return {"type": UNREGISTER_BROKER, "broker_id": broker_id, "broker_epoch": broker_epoch}
 
 
 def broker_registration_change_record(

@@ -95,6 +95,7 @@ class ApiKey(IntEnum):
     REMOVE_RAFT_VOTER = 81
     UPDATE_RAFT_VOTER = 82  # a voter's own, to the leader (controller listener)
     UPDATE_FEATURES = 57
+    UNREGISTER_BROKER = 64  # KIP-631: an operator removes a broker's registration
     # Controller APIs (KRaft): answered only on a controller's listeners.
     VOTE = 52
     BEGIN_QUORUM_EPOCH = 53
@@ -202,6 +203,7 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     ApiKey.REMOVE_RAFT_VOTER: (0, 0),
     # finalized feature levels (KIP-584; metadata/features.py)
     ApiKey.UPDATE_FEATURES: (0, 2),
+    ApiKey.UNREGISTER_BROKER: (0, 0),
 }
 
 

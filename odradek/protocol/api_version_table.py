@@ -38,7 +38,6 @@ NOTES: dict[int, str] = {
     59: "controller listener", 62: "controller listener", 67: "controller listener",
     73: "controller listener", 58: "controller listener (forwarded admin requests)",
     63: "controller listener; v2 is KIP-1066's cordoned log dirs: not built",
-    64: "unregistering a broker: not built",
     70: "controller registration (KIP-919): not built",
     71: "client telemetry (KIP-714): not built", 72: "client telemetry (KIP-714): not built",
     78: _RENEW, 79: _RENEW, 83: _SHARE_STATE, 84: _SHARE_STATE, 85: _SHARE_STATE,

@@ -8,6 +8,7 @@ import uuid
 
 from odradek.metadata import records as R
 from odradek.metadata.cluster_control import (
+    BROKER_ID_NOT_REGISTERED,
     FENCED_LEADER_EPOCH,
     INELIGIBLE_REPLICA,
     INVALID_UPDATE_VERSION,
@@ -224,3 +225,21 @@ def test_register_uuid_is_stable_for_one_incarnation() -> None:
     assert recs == []
     _, recs = control.register(image, 1, str(uuid.uuid4()), _endpoint(1), None, 0)
     assert recs and recs[-1]["fenced"] is True
+
+
+def test_unregister_moves_leadership_away_and_removes_only_that_registration() -> None:
+    control = _control()
+    image = _topic(_cluster(control), "t", 3, 3)
+    code, recs = control.unregister(image, 1)
+    assert code == 0 and recs[-1]["type"] == R.UNREGISTER_BROKER
+    stale = recs[-1]
+    image = _step(image, recs)
+    assert 1 not in image.brokers
+    for part in image.topics_by_name["t"].partitions.values():
+        assert part.leader in (2, 3) and 1 not in part.isr
+    assert control.unregister(image, 1) == (BROKER_ID_NOT_REGISTERED, [])
+    # the broker registers again; the old record, replayed, leaves the new one alone
+    _, recs = control.register(image, 1, "inc-1b", _endpoint(9001), None, 0)
+    image = _step(image, recs)
+    assert 1 in image.brokers
+    assert 1 in _step(image, [stale]).brokers

@@ -296,6 +296,19 @@ async def handle_assign_replicas_to_dirs(
         for d in req.directories]}
 
 
+async def handle_unregister_broker(
+    broker: ClusterServices, ctx: RequestContext, req: Any
+) -> dict[str, Any]:
+    """UnregisterBroker (KIP-631), decided by the controller (brokers relay it)."""
+    service = broker.controller_service
+    if service is None or not service.active:
+        return {"error_code": NOT_CONTROLLER, "error_message": None}
+    broker_id = int(req.broker_id)
+    code = await service.unregister_broker(broker_id)
+    return {"error_code": code, "error_message": (
+        f"Broker ID {broker_id} is not currently registered" if code else None)}
+
+
 async def handle_elect_leaders(
     broker: ClusterServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
