@@ -28,22 +28,30 @@ _SHARE_STATE = ("the share coordinator's state APIs (KIP-932), broker to broker 
                 "(CLUSTER_ACTION); docs/share_groups.md")
 _RENEW = "v2 (renew acknowledgements and acquire modes, Kafka 4.2): not built"
 _VOTERS = "dynamic controller voters (KIP-853): not built"
+_TOKENS = ("delegation tokens: not built (a SCRAM-like token mechanism with a secret "
+           "shared by all brokers; the README lists it)")
+_TELEMETRY = ("client telemetry (KIP-714): not built; a broker offers these only with a "
+              "client-metrics plugin to receive the metrics, and clients skip telemetry "
+              "when the broker does not offer them")
+_STREAMS = ("streams groups (KIP-1071): not built; early access in Kafka 4.1, and Kafka "
+            "Streams uses classic groups unless its group.protocol is streams")
 NOTES: dict[int, str] = {
     2: "v9-v11 answer tiered-storage offsets (earliest-local, latest-tiered, "
        "earliest pending upload): not built",
-    38: "delegation tokens: not built", 39: "delegation tokens: not built",
-    40: "delegation tokens: not built", 41: "delegation tokens: not built",
+    38: _TOKENS, 39: _TOKENS, 40: _TOKENS, 41: _TOKENS,
     56: "controller listener", 57: "feature levels: transaction.version only",
     53: "controller listener", 54: "controller listener", 52: "controller listener",
     59: "controller listener", 62: "controller listener", 67: "controller listener",
     73: "controller listener", 58: "controller listener (forwarded admin requests)",
     63: "controller listener; v2 is KIP-1066's cordoned log dirs: not built",
-    70: "controller registration (KIP-919): not built",
-    71: "client telemetry (KIP-714): not built", 72: "client telemetry (KIP-714): not built",
+    70: "controller listener; controllers registering their endpoints with the "
+        "active controller (KIP-919): not built, brokers and tools find the "
+        "controllers through controller.quorum.voters or --bootstrap-controller",
+    71: _TELEMETRY, 72: _TELEMETRY,
     78: _RENEW, 79: _RENEW, 83: _SHARE_STATE, 84: _SHARE_STATE, 85: _SHARE_STATE,
     86: _SHARE_STATE, 87: _SHARE_STATE,
     80: _VOTERS, 81: _VOTERS, 82: _VOTERS,
-    88: "streams groups (KIP-1071): not built", 89: "streams groups (KIP-1071): not built",
+    88: _STREAMS, 89: _STREAMS,
 }
 
 
