@@ -85,8 +85,8 @@ class ShareService:
     def member_left(self, group: str, member_id: str) -> None:
         """The coordinator removed a member whose heartbeats stopped: its share
         session here ends and the records it held are available again."""
-        self.sessions.close((group, member_id))
         self.partitions.release_member(group, member_id)
+        self.sessions.close((group, member_id))  # the last one drops the group's copies
 
     def limits(self, group: str) -> ShareLimits:
         s = self.group_config(group)

@@ -188,7 +188,8 @@ class SharePartitionManager:
         """A change no request waits for (a released member, expired locks)."""
         if not sp.dirty:
             return
-        self._spawn(self.persist(key, sp))
+        # the epoch now: the share partition may be dropped before the write runs
+        self._spawn(self._write(key, sp, self.epochs.get(key, -1)))
 
     def release_member(self, group: str, member_id: str) -> int:
         """A member's share session ended: its acquired records are released."""
