@@ -1,10 +1,13 @@
 """Share-group offsets on three brokers (KIP-932): AlterShareGroupOffsets,
 DeleteShareGroupOffsets and DescribeShareGroupOffsets sent to the group
 coordinator for partitions led by the other brokers, whose leaders still hold
-the old state in memory (docs/share_groups.md, Offsets)."""
+the old state in memory, over the wire and with `odradek groups
+reset-share-offsets` / `delete-share-offsets` (docs/share_groups.md, Offsets)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -54,6 +57,12 @@ def _alter(bootstrap: str, group: str, offsets: dict[int, int]) -> Any:
         return kio_call(w, K.ALTER_SHARE_GROUP_OFFSETS, 0, {
             "group_id": group, "topics": [{"topic_name": TOPIC, "partitions": [
                 {"partition_index": p, "start_offset": o} for p, o in offsets.items()]}]})
+
+
+def _cli(*args: str, bootstrap: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "odradek", "groups", *args,
+                           "--bootstrap-server", bootstrap, "--timeout", "30"],
+                          capture_output=True, text=True, timeout=90, check=False)
 
 
 def _read(bootstrap: str, group: str, want: int) -> list[tuple[int, int, int]]:
@@ -122,17 +131,24 @@ def test_alter_and_delete_share_offsets_of_partitions_led_elsewhere(tmp_path: Pa
         assert _describe(coordinator, group) == {p: (0, PER_PARTITION, 0)
                                                  for p in range(PARTITIONS)}
 
-        # Delete forgets the state of every partition: a new member starts over at
+        # Delete (the CLI, as kafka-share-groups.sh --delete-offsets) forgets the
+        # state of every partition: a new member starts over at
         # share.auto.offset.reset (earliest)
-        with Wire(coordinator) as w:
-            deleted = kio_call(w, K.DELETE_SHARE_GROUP_OFFSETS, 0, {
-                "group_id": group, "topics": [{"topic_name": TOPIC}]})
-        assert (deleted.error_code.value, deleted.responses[0].error_code.value) == (0, 0)
+        deleted = _cli("delete-share-offsets", group, "--topic", TOPIC, bootstrap=coordinator)
+        assert deleted.returncode == 0, deleted.stderr
         assert _describe(coordinator, group) == {p: (0, -1, -1) for p in range(PARTITIONS)}
-        with Wire(coordinator) as w:
-            again_deleted = kio_call(w, K.DELETE_SHARE_GROUP_OFFSETS, 0, {
-                "group_id": group, "topics": [{"topic_name": TOPIC}]})
-        assert again_deleted.responses[0].error_code.value == 3  # no state: as Kafka
         assert _read(bootstrap, group, PARTITIONS * PER_PARTITION) == first
+        # the CLI's reset, resolved to each partition's log start
+        reset = _cli("reset-share-offsets", group, "--topic", TOPIC, "--to-earliest",
+                     "--execute", bootstrap=bootstrap)
+        assert reset.returncode == 0, reset.stderr
+        assert _describe(coordinator, group) == {p: (0, 0, PER_PARTITION)
+                                                 for p in range(PARTITIONS)}
+        assert _cli("delete-share-offsets", group, "--topic", TOPIC,
+                    bootstrap=bootstrap).returncode == 0
+        again_deleted = _cli("delete-share-offsets", group, "--topic", TOPIC,
+                             bootstrap=bootstrap)
+        assert again_deleted.returncode == 1  # no state left: as Kafka, an error
+        assert "error 3 There is no offset information to delete." in again_deleted.stderr
     finally:
         cluster.close()
