@@ -6,6 +6,7 @@ reset-share-offsets` / `delete-share-offsets` (docs/share_groups.md, Offsets).""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -41,13 +42,17 @@ def _coordinator(cluster: ClusterProcesses, group: str) -> tuple[int, str]:
         time.sleep(0.2)
 
 
-def _describe(bootstrap: str, group: str) -> dict[int, tuple[int, int, int]]:
-    """partition -> (error, start offset, lag)."""
+def _describe(bootstrap: str, group: str, every: bool = False) -> dict[int, tuple[int, int, int]]:
+    """partition -> (error, start offset, lag); `every`: without naming the topics
+    (every partition the group has state for)."""
+    topics = None if every else [{"topic_name": TOPIC, "partitions": list(range(PARTITIONS))}]
     with Wire(bootstrap) as w:
         g = kio_call(w, K.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{
-            "group_id": group, "topics": [{"topic_name": TOPIC,
-                                           "partitions": list(range(PARTITIONS))}]}]}).groups[0]
+            "group_id": group, "topics": topics}]}).groups[0]
     assert g.error_code.value == 0, g
+    if every and not g.topics:
+        return {}
+    assert [t.topic_name for t in g.topics] == [TOPIC], g
     return {p.partition_index: (p.error_code.value, p.start_offset, p.lag)
             for p in g.topics[0].partitions}
 
@@ -101,6 +106,12 @@ def test_alter_and_delete_share_offsets_of_partitions_led_elsewhere(tmp_path: Pa
         assert first == [(p, o, 1) for p in range(PARTITIONS) for o in range(PER_PARTITION)]
         assert _describe(coordinator, group) == {p: (0, PER_PARTITION, 0)
                                                  for p in range(PARTITIONS)}
+        assert _describe(coordinator, group, every=True) == _describe(coordinator, group)
+        shown = _cli("describe-share", group, "-o", "json", bootstrap=bootstrap)
+        assert shown.returncode == 0, shown.stderr
+        assert [(r["partition"], r["start_offset"], r["lag"])
+                for r in json.loads(shown.stdout)] == [(p, PER_PARTITION, 0)
+                                                       for p in range(PARTITIONS)]
 
         # not while a member is in the group
         member = _consumer(bootstrap, group, TOPIC)
@@ -137,6 +148,7 @@ def test_alter_and_delete_share_offsets_of_partitions_led_elsewhere(tmp_path: Pa
         deleted = _cli("delete-share-offsets", group, "--topic", TOPIC, bootstrap=coordinator)
         assert deleted.returncode == 0, deleted.stderr
         assert _describe(coordinator, group) == {p: (0, -1, -1) for p in range(PARTITIONS)}
+        assert _describe(coordinator, group, every=True) == {}
         assert _read(bootstrap, group, PARTITIONS * PER_PARTITION) == first
         # the CLI's reset, resolved to each partition's log start
         reset = _cli("reset-share-offsets", group, "--topic", TOPIC, "--to-earliest",

@@ -156,6 +156,11 @@ async def handle_describe_share_group_offsets(
             keys = set(broker.share.partitions.keys_of(g.group_id))
             if broker.share.coordinator is not None:  # the state this node coordinates
                 keys.update(broker.share.coordinator.core.keys_of(g.group_id))
+            share_group = service.share_groups.groups.get(g.group_id)
+            for topic_id in share_group.state_topics if share_group is not None else ():
+                known = image.topics_by_id.get(topic_id)  # the state coordinated elsewhere
+                if known is not None:
+                    keys.update((g.group_id, topic_id, i) for i in known.partitions)
             for _, topic_id, index in sorted(keys, key=lambda k: (str(k[1]), k[2])):
                 topic = image.topics_by_id.get(topic_id)
                 if topic is not None:
@@ -181,8 +186,12 @@ async def handle_describe_share_group_offsets(
                     done = await _describe_partition(broker, g.group_id, topic, index, entry)
                     if done is not None and ctx.api_version >= 1:
                         lag_wanted[(name, index)] = (entry, done)
+                    if g.topics is None and entry["start_offset"] < 0 and not entry["error_code"]:
+                        continue  # listing the state there is: none here
                 parts.append(entry)
-            topics.append({"topic_name": name, "topic_id": topic.topic_id, "partitions": parts})
+            if parts or g.topics is not None:
+                topics.append({"topic_name": name, "topic_id": topic.topic_id,
+                               "partitions": parts})
         if lag_wanted:
             hws = await _high_watermarks(broker, list(lag_wanted))
             for tp, (entry, done) in lag_wanted.items():
@@ -208,6 +217,12 @@ async def _changeable(broker: ShareServices, ctx: RequestContext, req: Any,
         code = CE.COORDINATOR_NOT_AVAILABLE
     epoch = share_group.group_epoch if share_group is not None else 0
     return code, authz.topics_allowed(ctx, Op.READ, [t.topic_name for t in req.topics]), epoch
+
+
+async def _state_topics(broker: ShareServices, group: str) -> set[Any]:
+    """The group's topics with state (kept on its ShareGroup, if there is one)."""
+    share_group = (await _ready(broker)).share_groups.groups.get(group)
+    return share_group.state_topics if share_group is not None else set()
 
 
 async def _reset(broker: ShareServices, key: Any, start_offset: int, group_epoch: int) -> int:
@@ -249,6 +264,7 @@ async def handle_alter_share_group_offsets(
                 entry["error_code"] = await _reset(
                     broker, (req.group_id, topic.topic_id, p.partition_index),
                     p.start_offset, group_epoch)
+                (await _state_topics(broker, req.group_id)).add(topic.topic_id)
             parts.append(entry)
         responses.append({"topic_name": t.topic_name,
                           "topic_id": topic.topic_id if topic else None, "partitions": parts})
@@ -289,5 +305,7 @@ async def handle_delete_share_group_offsets(
                     entry["error_code"] = code
             if not found:
                 entry.update(error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message=NO_OFFSETS)
+            if entry["error_code"] in (E.NONE, E.UNKNOWN_TOPIC_OR_PARTITION):
+                (await _state_topics(broker, req.group_id)).discard(topic.topic_id)
         responses.append(entry)
     return {"error_code": E.NONE, "error_message": None, "responses": responses}
