@@ -16,7 +16,8 @@ group opens; the records its member held are released by their acquisition
 locks.
 
 When the last session of a group on this broker ends (closed with the final
-epoch, replaced, evicted), `on_group_empty(group)` is called: the broker then
+epoch or by the member's removal, evicted; not when the member opens it again),
+`on_group_empty(group)` is called: the broker then
 drops its cached share partitions of the group, so that the next ShareFetch
 reads their state again (Kafka's ShareGroupListener.onGroupEmpty). That is how
 an AlterShareGroupOffsets or DeleteShareGroupOffsets, which needs the group
@@ -77,7 +78,7 @@ class ShareSessionCache:
         group = session.key[0]
         self._per_group[group] = self._per_group.get(group, 0) + 1
 
-    def _remove(self, key: SessionKey) -> ShareSession | None:
+    def _remove(self, key: SessionKey, notify: bool = True) -> ShareSession | None:
         session = self.sessions.pop(key, None)
         if session is None:
             return None
@@ -87,7 +88,7 @@ class ShareSessionCache:
             self._per_group[group] = left
         else:
             self._per_group.pop(group, None)
-            if self.on_group_empty is not None:
+            if notify and self.on_group_empty is not None:
                 self.on_group_empty(group)
         return session
 
@@ -101,7 +102,7 @@ class ShareSessionCache:
         for k in [k for k, s in self.sessions.items()
                   if (full or k[0] == key[0]) and now - s.last_used_ms >= self.idle_ms]:
             self._remove(k)
-        self._remove(key)
+        self._remove(key, notify=False)  # replaced by the member itself: as Kafka, no news
         if len(self.sessions) >= self.max_sessions:
             raise SessionError(SHARE_SESSION_LIMIT_REACHED,
                                "The limit of share sessions has been reached.")

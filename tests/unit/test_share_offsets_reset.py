@@ -29,6 +29,7 @@ def test_the_last_session_of_a_group_ending_is_reported_once() -> None:
     cache = ShareSessionCache(max_sessions=10, idle_ms=1000, clock_ms=lambda: now[0],
                               on_group_empty=emptied.append)
     cache.open(("g", "a"))
+    cache.open(("g", "a"))  # opened again by its member: not a group left empty
     cache.open(("g", "b"))
     cache.open(("h", "c"))
     cache.close(("g", "a"))
