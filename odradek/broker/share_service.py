@@ -51,13 +51,16 @@ class ShareService:
         self.config = config
         self._image = image
         self.clock_ms = clock_ms or steady_ms
-        self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"),
-                                          config.get("group.share.session.timeout.ms"))
         self.coordinator = coordinator
         self.persister = persister
         # files of odradek versions before the share coordinator: migrated on first use
         legacy = ShareStateStore(log_dir / DIR_NAME) if log_dir is not None else None
         self.partitions = SharePartitionManager(persister, self.limits, legacy)
+        # the group's last session here ended: its share partitions are read again
+        # on its next fetch (an altered or deleted state reaches this leader so)
+        self.sessions = ShareSessionCache(config.get("group.share.max.share.sessions"),
+                                          config.get("group.share.session.timeout.ms"),
+                                          on_group_empty=self.partitions.drop_group)
 
     def group_config(self, group: str) -> ShareGroupSettings:
         overrides = self._image().configs.get((R.RESOURCE_GROUP, group), {})
@@ -82,8 +85,8 @@ class ShareService:
     def member_left(self, group: str, member_id: str) -> None:
         """The coordinator removed a member whose heartbeats stopped: its share
         session here ends and the records it held are available again."""
-        self.sessions.close((group, member_id))
         self.partitions.release_member(group, member_id)
+        self.sessions.close((group, member_id))  # the last one drops the group's copies
 
     def limits(self, group: str) -> ShareLimits:
         s = self.group_config(group)

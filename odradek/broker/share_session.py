@@ -11,8 +11,17 @@ topics' partitions and removes its forgotten ones. At most
 `group.share.max.share.sessions` sessions; partitions per session are bounded
 by the request guard and MAX_SESSION_PARTITIONS. A session unused for
 `idle_ms` (the share session timeout: its member is gone from the group by then)
-is evicted when a new one needs its place; the records its member held are
-released by their acquisition locks.
+is evicted when a new one needs its place, and when a new session of the same
+group opens; the records its member held are released by their acquisition
+locks.
+
+When the last session of a group on this broker ends (closed with the final
+epoch or by the member's removal, evicted; not when the member opens it again),
+`on_group_empty(group)` is called: the broker then
+drops its cached share partitions of the group, so that the next ShareFetch
+reads their state again (Kafka's ShareGroupListener.onGroupEmpty). That is how
+an AlterShareGroupOffsets or DeleteShareGroupOffsets, which needs the group
+empty, reaches a share-partition leader that still holds the old state.
 """
 
 from __future__ import annotations
@@ -55,23 +64,50 @@ def _monotonic_ms() -> int:
 
 class ShareSessionCache:
     def __init__(self, max_sessions: int, idle_ms: int = 45_000,
-                 clock_ms: Callable[[], int] = _monotonic_ms) -> None:
+                 clock_ms: Callable[[], int] = _monotonic_ms,
+                 on_group_empty: Callable[[str], None] | None = None) -> None:
         self.max_sessions = max_sessions
         self.idle_ms = idle_ms
         self.clock_ms = clock_ms
+        self.on_group_empty = on_group_empty
         self.sessions: dict[SessionKey, ShareSession] = {}
+        self._per_group: dict[str, int] = {}
+
+    def _add(self, session: ShareSession) -> None:
+        self.sessions[session.key] = session
+        group = session.key[0]
+        self._per_group[group] = self._per_group.get(group, 0) + 1
+
+    def _remove(self, key: SessionKey, notify: bool = True) -> ShareSession | None:
+        session = self.sessions.pop(key, None)
+        if session is None:
+            return None
+        group = key[0]
+        left = self._per_group.get(group, 1) - 1
+        if left > 0:
+            self._per_group[group] = left
+        else:
+            self._per_group.pop(group, None)
+            if notify and self.on_group_empty is not None:
+                self.on_group_empty(group)
+        return session
+
+    def members_here(self, group: str) -> int:
+        """The sessions of `group` on this broker."""
+        return self._per_group.get(group, 0)
 
     def open(self, key: SessionKey) -> ShareSession:
-        self.sessions.pop(key, None)
         now = self.clock_ms()
-        if len(self.sessions) >= self.max_sessions:
-            for k in [k for k, s in self.sessions.items()
-                      if now - s.last_used_ms >= self.idle_ms]:
-                del self.sessions[k]
+        full = len(self.sessions) >= self.max_sessions
+        for k in [k for k, s in self.sessions.items()
+                  if (full or k[0] == key[0]) and now - s.last_used_ms >= self.idle_ms]:
+            self._remove(k)
+        self._remove(key, notify=False)  # replaced by the member itself: as Kafka, no news
         if len(self.sessions) >= self.max_sessions:
             raise SessionError(SHARE_SESSION_LIMIT_REACHED,
                                "The limit of share sessions has been reached.")
-        session = self.sessions[key] = ShareSession(key, last_used_ms=now)
+        session = ShareSession(key, last_used_ms=now)
+        self._add(session)
         return session
 
     def lookup(self, key: SessionKey, epoch: int) -> ShareSession:
@@ -91,7 +127,7 @@ class ShareSessionCache:
         return session
 
     def close(self, key: SessionKey) -> ShareSession | None:
-        return self.sessions.pop(key, None)
+        return self._remove(key)
 
     @staticmethod
     def update(session: ShareSession, added: list[TopicPartition],

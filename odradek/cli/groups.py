@@ -10,9 +10,14 @@ AdminClient), so it works against any broker:
         [--dry-run | --execute]
     odradek groups delete GROUP [GROUP ...]
     odradek groups describe-share GROUP [--members | --state]
+    odradek groups reset-share-offsets GROUP --topic T[:P,P...] ...
+        (--to-earliest | --to-latest | --to-offset N) [--dry-run | --execute]
+    odradek groups delete-share-offsets GROUP --topic T ...
 
 `list` lists share groups (KIP-932) too, of type "share";
-`describe-share` shows one (share_groups.py), as kafka-share-groups.sh does.
+`describe-share` shows one (share_groups.py), as kafka-share-groups.sh does;
+`reset-share-offsets` and `delete-share-offsets` change a share group's start
+offsets, as its --reset-offsets and --delete-offsets (the group must be empty).
 
 `describe` prints, per partition, the committed offset, the log end offset and
 the lag, with the member that owns the partition. `reset-offsets` only shows
@@ -103,6 +108,24 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = sub.add_parser("delete", help="delete empty groups and their offsets")
     p.add_argument("groups", nargs="+")
     p.set_defaults(handler=with_login_check("groups", cmd_delete))
+
+    p = sub.add_parser("reset-share-offsets", help="set a share group's start offsets")
+    p.add_argument("group")
+    p.add_argument("--topic", action="append", required=True,
+                   help="TOPIC or TOPIC:P,P,... ; repeatable")
+    to = p.add_mutually_exclusive_group(required=True)
+    to.add_argument("--to-earliest", action="store_true")
+    to.add_argument("--to-latest", action="store_true")
+    to.add_argument("--to-offset", type=int, metavar="N")
+    run = p.add_mutually_exclusive_group()
+    run.add_argument("--dry-run", action="store_true", help="only show (the default)")
+    run.add_argument("--execute", action="store_true", help="apply the new offsets")
+    p.set_defaults(handler=with_login_check("groups", cmd_reset_share), all_topics=False)
+
+    p = sub.add_parser("delete-share-offsets", help="forget a share group's state of topics")
+    p.add_argument("group")
+    p.add_argument("--topic", action="append", required=True, help="TOPIC; repeatable")
+    p.set_defaults(handler=with_login_check("groups", share_groups.cmd_delete_share_offsets))
     return parser
 
 
@@ -336,6 +359,17 @@ def _targets(
     return out
 
 
+def _show_plan(args: argparse.Namespace, targets: list[tuple[str, int]],
+               new: dict[tuple[str, int], int]) -> bool:
+    """Print the new offsets; whether to apply them (--execute)."""
+    rows = [[args.group, t, p, new[(t, p)]] for t, p in targets]
+    output.print_table(args, rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"])
+    if not args.execute:
+        print("\n(dry run: nothing changed; add --execute to apply)",
+              file=sys.stderr if output.is_json(args) else sys.stdout)
+    return bool(args.execute)
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
     from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
@@ -371,11 +405,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
             found = _offsets(admin, [tp], OffsetSpec.for_timestamp(ts), args.timeout)[tp]
             offset = hi if found < 0 else found
         new[tp] = min(max(offset, lo), hi)  # Kafka clamps to the log's range
-    rows = [[args.group, t, p, new[(t, p)]] for t, p in targets]
-    output.print_table(args, rows, ["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"])
-    if not args.execute:
-        print("\n(dry run: nothing changed; add --execute to apply)",
-              file=sys.stderr if output.is_json(args) else sys.stdout)
+    if not _show_plan(args, targets, new):
         return 0
     request = ConsumerGroupTopicPartitions(
         args.group, [TopicPartition(t, p, o) for (t, p), o in sorted(new.items())]
@@ -387,6 +417,36 @@ def cmd_reset(args: argparse.Namespace) -> int:
     except KafkaException as e:
         return _error(f"reset failed: {e.args[0].str()}")
     return 0
+
+
+def cmd_reset_share(args: argparse.Namespace) -> int:
+    """A share group's start offsets, resolved here as kafka-share-groups.sh
+    resolves them (ListOffsets; --to-offset clamped to the log's range), then
+    AlterShareGroupOffsets."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = _admin(args)
+    try:
+        targets = _targets(admin, args, {})
+        earliest = _offsets(admin, targets, OffsetSpec.earliest(), args.timeout)
+        latest = _offsets(admin, targets, OffsetSpec.latest(), args.timeout)
+    except (KafkaException, ValueError) as e:
+        return _error(str(e.args[0].str() if isinstance(e, KafkaException) else e))
+    new = {}
+    for tp in targets:
+        lo, hi = earliest[tp], latest[tp]
+        offset = lo if args.to_earliest else hi if args.to_latest else args.to_offset
+        new[tp] = min(max(offset, lo), hi)
+    if not _show_plan(args, targets, new):
+        return 0
+    try:
+        failures = share_groups.alter_offsets(args, new)
+    except (share_groups.ChannelError, OSError, TimeoutError, ValueError) as e:
+        return _error(f"reset failed: {e}")
+    for failure in failures:
+        _error(f"reset failed: {failure}")
+    return 1 if failures else 0
 
 
 # -- delete ---------------------------------------------------------------------------------------

@@ -1,13 +1,19 @@
 """`odradek groups describe-share GROUP`: a share group (KIP-932), as Kafka's
-kafka-share-groups.sh --describe shows it.
+kafka-share-groups.sh --describe shows it; `reset-share-offsets` and
+`delete-share-offsets` as its --reset-offsets and --delete-offsets.
 
 librdkafka's AdminClient has no share-group calls, so this speaks the Kafka
 protocol itself (protocol/client.py): FindCoordinator for the group, then
-ShareGroupDescribe and DescribeShareGroupOffsets to the coordinator.
+ShareGroupDescribe, DescribeShareGroupOffsets, AlterShareGroupOffsets or
+DeleteShareGroupOffsets to the coordinator.
 
     odradek groups describe-share GROUP              start offset and lag per partition
     odradek groups describe-share GROUP --members    members and their assignments
     odradek groups describe-share GROUP --state      coordinator, state, member count
+    odradek groups reset-share-offsets GROUP --topic T[:P,...] (--to-earliest |
+        --to-latest | --to-offset N) [--dry-run | --execute]   (groups.py resolves
+        the offsets, as kafka-share-groups.sh does, then `alter_offsets`)
+    odradek groups delete-share-offsets GROUP --topic T ...
 """
 
 from __future__ import annotations
@@ -31,7 +37,8 @@ def _channel(args: argparse.Namespace, host: str, port: int) -> KafkaChannel:
                         getattr(config, "ssl_context", None), getattr(config, "sasl", None))
 
 
-async def _describe(args: argparse.Namespace) -> tuple[Any, Any, str]:
+async def _coordinator(args: argparse.Namespace) -> tuple[KafkaChannel, str]:
+    """A connection to the group's coordinator, and where it is."""
     host, _, port = args.bootstrap_server.split(",")[0].rpartition(":")
     boot = _channel(args, host, int(port))
     try:
@@ -42,8 +49,61 @@ async def _describe(args: argparse.Namespace) -> tuple[Any, Any, str]:
     c = found.coordinators[0]
     if c.error_code.value:
         raise ChannelError(f"FindCoordinator answered error {c.error_code.value}")
-    where = f"{c.host}:{c.port} ({c.node_id})"
-    channel = _channel(args, c.host, c.port)
+    return _channel(args, c.host, c.port), f"{c.host}:{c.port} ({c.node_id})"
+
+
+async def _to_coordinator(args: argparse.Namespace, key: int, version: int,
+                          body: dict[str, Any]) -> Any:
+    channel, _ = await _coordinator(args)
+    try:
+        return await channel.request(key, version, body, args.timeout)
+    finally:
+        channel.close()
+
+
+def _failed(what: str, code: int, message: str | None) -> str:
+    return f"{what}: error {code}{' ' + message if message else ''}"
+
+
+def alter_offsets(args: argparse.Namespace, offsets: dict[tuple[str, int], int]) -> list[str]:
+    """AlterShareGroupOffsets (the group must be empty); the failures, in words."""
+    topics: dict[str, list[dict[str, int]]] = {}
+    for (topic, p), offset in sorted(offsets.items()):
+        topics.setdefault(topic, []).append({"partition_index": p, "start_offset": offset})
+    resp = asyncio.run(_to_coordinator(args, K.ALTER_SHARE_GROUP_OFFSETS, 0, {
+        "group_id": args.group, "topics": [{"topic_name": t, "partitions": ps}
+                                           for t, ps in topics.items()]}))
+    if resp.error_code.value:
+        return [_failed(f"share group {args.group}", resp.error_code.value, resp.error_message)]
+    return [_failed(f"{t.topic_name}-{p.partition_index}", p.error_code.value, p.error_message)
+            for t in resp.responses for p in t.partitions if p.error_code.value]
+
+
+def cmd_delete_share_offsets(args: argparse.Namespace) -> int:
+    try:
+        resp = asyncio.run(_to_coordinator(args, K.DELETE_SHARE_GROUP_OFFSETS, 0, {
+            "group_id": args.group, "topics": [{"topic_name": t} for t in args.topic]}))
+    except (ChannelError, OSError, TimeoutError, ValueError) as e:
+        print(f"odradek groups: cannot delete offsets of {args.group}: {e}", file=sys.stderr)
+        return 1
+    if resp.error_code.value:
+        print(f"odradek groups: {_failed(args.group, resp.error_code.value, resp.error_message)}",
+              file=sys.stderr)
+        return 1
+    failed = 0
+    for t in resp.responses:
+        if t.error_code.value:
+            failed += 1
+            print(f"odradek groups: {_failed(t.topic_name, t.error_code.value, t.error_message)}",
+                  file=sys.stderr)
+        else:
+            print(f"Deleted the share-group offsets of '{args.group}' for topic "
+                  f"'{t.topic_name}'.")
+    return 1 if failed else 0
+
+
+async def _describe(args: argparse.Namespace) -> tuple[Any, Any, str]:
+    channel, where = await _coordinator(args)
     try:
         described = await channel.request(K.SHARE_GROUP_DESCRIBE, 1, {
             "group_ids": [args.group], "include_authorized_operations": False}, args.timeout)

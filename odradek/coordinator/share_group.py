@@ -72,6 +72,9 @@ class ShareGroup:
     assignment_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     topic_sizes: dict[str, int] = field(default_factory=dict)  # what the assignment used
+    # topics ever assigned or given offsets (in memory; DescribeShareGroupOffsets
+    # without topics lists them, as Kafka lists the group's initialized topics)
+    state_topics: set[uuid.UUID] = field(default_factory=set)
 
     @property
     def state(self) -> str:
@@ -226,6 +229,7 @@ class ShareGroups:
         plan = assign(members, topics)
         for m in members:
             m.assignment = plan[m.member_id]
+            group.state_topics.update(m.assignment)
         group.topic_sizes = {t: topics[t][1] for t in group.subscribed() if t in topics}
         group.assignment_epoch = group.group_epoch
 

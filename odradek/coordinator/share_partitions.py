@@ -24,6 +24,15 @@ file when the coordinator has no state for the share partition; the file's
 state is written to the coordinator and the file deleted once that write is
 acknowledged.
 
+Dropped and read again (Kafka's SharePartitionManager does the same): a share
+partition whose write is fenced (FENCED_STATE_EPOCH: the group coordinator
+reset the state, AlterShareGroupOffsets; FENCED_LEADER_EPOCH: another leader
+read it), and every share partition of a group when its last share session on
+this broker ends (`drop_group`, ShareGroupListener.onGroupEmpty in Kafka): an
+altered or deleted state, which needs the group empty, is then what the next
+ShareFetch reads. A stored state without a start offset (-1: AlterShareGroupOffsets
+to -1) starts at `share.auto.offset.reset`, keeping its state epoch.
+
 Bounded: at most MAX_SHARE_PARTITIONS in memory.
 """
 
@@ -36,6 +45,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
 from . import errors as E
+from .share_coordinator import FENCED_LEADER_EPOCH, FENCED_STATE_EPOCH
 from .share_partition import ShareLimits, SharePartition
 from .share_state_records import Batch, Key, ShareSnapshot
 from .share_state_store import ShareStateStore
@@ -50,6 +60,7 @@ class Persister(Protocol):
     async def write(self, key: Key, state_epoch: int, leader_epoch: int, start_offset: int,
                     batches: list[Batch]) -> int: ...
     async def delete(self, key: Key) -> int: ...
+    async def initialize(self, key: Key, state_epoch: int, start_offset: int) -> int: ...
 
 
 class SharePartitionManager:
@@ -100,6 +111,10 @@ class SharePartitionManager:
     async def _load(self, key: Key, initial_offset: Callable[[], int], leader_epoch: int,
                     limits: ShareLimits) -> tuple[int, SharePartition | None]:
         state: ShareSnapshot | None = None
+        lock = self._locks.get(key)
+        if lock is not None:  # a write of a dropped predecessor still in flight
+            async with lock:
+                pass
         if self.persister is not None:
             code, state = await self.persister.read(key, leader_epoch)
             if code != E.NONE:
@@ -113,12 +128,15 @@ class SharePartitionManager:
                                       tuple((int(a), int(b), int(c), int(d))
                                             for a, b, c, d in old["batches"]))
                 migrated = True
-        if state is not None:
+        uninitialized = state is not None and state.start_offset < 0
+        if state is not None and not uninitialized:
             sp = SharePartition.restore(state.start_offset, state.state_epoch,
                                         list(state.batches), limits)
         else:
             sp = SharePartition(start_offset=initial_offset(), limits=limits)
-        if state is None or migrated:
+            if state is not None:
+                sp.state_epoch = state.state_epoch
+        if state is None or migrated or uninitialized:
             # The start offset is state: a new leader must keep it.
             sp.dirty = True
             code = await self._write(key, sp, leader_epoch)
@@ -131,17 +149,6 @@ class SharePartitionManager:
 
     def peek(self, key: Key) -> SharePartition | None:
         return self.partitions.get(key)
-
-    async def read_stored(self, key: Key, leader_epoch: int) -> SharePartition | None:
-        """In memory, or as the coordinator has it (not kept): DescribeShareGroupOffsets."""
-        sp = self.partitions.get(key)
-        if sp is not None or self.persister is None:
-            return sp
-        code, state = await self.persister.read(key, leader_epoch)
-        if code != E.NONE or state is None:
-            return None
-        return SharePartition.restore(state.start_offset, state.state_epoch,
-                                      list(state.batches), self.limits_for(key[0]))
 
     async def _write(self, key: Key, sp: SharePartition, leader_epoch: int) -> int:
         """Write the current state of `sp`, one write per key at a time; a write
@@ -161,6 +168,11 @@ class SharePartitionManager:
             if code == E.NONE:
                 self._written[key] = covered
                 self.writes += 1
+            elif code in (FENCED_STATE_EPOCH, FENCED_LEADER_EPOCH):
+                # the state was reset or another leader read it: this copy is stale
+                log.info("share partition %s fenced (error %d): dropped", key, code)
+                if self.partitions.get(key) is sp:
+                    self._drop(key)
             else:
                 sp.dirty = True  # the next persist tries again
             return code
@@ -176,7 +188,8 @@ class SharePartitionManager:
         """A change no request waits for (a released member, expired locks)."""
         if not sp.dirty:
             return
-        self._spawn(self.persist(key, sp))
+        # the epoch now: the share partition may be dropped before the write runs
+        self._spawn(self._write(key, sp, self.epochs.get(key, -1)))
 
     def release_member(self, group: str, member_id: str) -> int:
         """A member's share session ended: its acquired records are released."""
@@ -196,11 +209,22 @@ class SharePartitionManager:
     def _drop(self, key: Key) -> None:
         self.partitions.pop(key, None)
         self.epochs.pop(key, None)
+        lock = self._locks.get(key)
+        if lock is not None and lock.locked():
+            return  # a write in flight: its counters go on for the next copy
         self._asked.pop(key, None)
         self._written.pop(key, None)
-        lock = self._locks.get(key)
-        if lock is not None and not lock.locked():
-            del self._locks[key]
+        self._locks.pop(key, None)
+
+    def drop(self, key: Key) -> None:
+        """Forget the cached copy: the next `get` reads the state again."""
+        if key in self.partitions:
+            self._drop(key)
+
+    def drop_group(self, group: str) -> None:
+        """The group's last share session here ended (Kafka's onGroupEmpty)."""
+        for key in self.keys_of(group):
+            self._drop(key)
 
     async def forget(self, key: Key) -> int:
         self._drop(key)

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..protocol import api
@@ -39,6 +40,24 @@ RETRIABLE = frozenset({E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE,
 
 T = TypeVar("T")
 
+ACKNOWLEDGED_STATE, ARCHIVED_STATE = 2, 4  # delivery states of a stored batch
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """ReadShareGroupStateSummary's answer for one share partition."""
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int  # -1: reset, not initialized yet
+    delivery_complete_count: int  # -1: not known
+
+
+def delivery_complete_count(batches: Iterable[Batch]) -> int:
+    """Records of the stored window acknowledged or archived (KIP-1226's
+    DeliveryCompleteCount)."""
+    return sum(last - first + 1 for first, last, _, state in batches
+               if state in (ACKNOWLEDGED_STATE, ARCHIVED_STATE))
+
 
 class SharePersister:
     def __init__(self, broker: NodeView, service: ShareCoordinatorService,
@@ -47,6 +66,12 @@ class SharePersister:
         self.service = service
         self.deadline_ms = deadline_ms
         self._peers = PeerChannels(broker, b"odradek-share-persister")
+
+    @property
+    def peers(self) -> PeerChannels:
+        """The connections to the other brokers (also the group coordinator's
+        ListOffsets for a share partition's lag)."""
+        return self._peers
 
     def close(self) -> None:
         self._peers.close()
@@ -102,8 +127,9 @@ class SharePersister:
                     {"partition": partition, "leader_epoch": leader_epoch}]}]},
                 "ReadShareGroupState")
             code, p = self._answer(resp)
-            if code != E.NONE or p.start_offset < 0:
-                return code, None
+            if code != E.NONE or (p.start_offset < 0 and p.state_epoch <= 0
+                                  and not p.state_batches):
+                return code, None  # no state (a reset one, start -1, has a state epoch)
             return E.NONE, ShareSnapshot(
                 0, p.state_epoch, leader_epoch, p.start_offset,
                 tuple((b.first_offset, b.last_offset, b.delivery_count, b.delivery_state)
@@ -146,22 +172,47 @@ class SharePersister:
 
         return (await self._retrying(key, "DeleteShareGroupState", local, remote, None))[0]
 
-    async def summary(self, key: Key) -> tuple[int, ShareSnapshot | None]:
-        """The start offset and epochs (no batches; None when nothing is stored):
+    async def initialize(self, key: Key, state_epoch: int, start_offset: int) -> int:
+        """A new state for the share partition (the group coordinator's
+        AlterShareGroupOffsets): start offset (-1: not initialized, the leader
+        applies `share.auto.offset.reset`), no batches, `state_epoch` above the
+        stored one so that a leader's stale copy is fenced on its next write."""
+        group, topic_id, partition = key
+
+        async def local() -> tuple[int, None]:
+            return await self.service.initialize(key, state_epoch, start_offset), None
+
+        async def remote(node: int) -> tuple[int, None]:
+            resp = await self._send(node, api.ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, {
+                "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
+                    {"partition": partition, "state_epoch": state_epoch,
+                     "start_offset": start_offset}]}]}, "InitializeShareGroupState")
+            return self._answer(resp)[0], None
+
+        return (await self._retrying(key, "InitializeShareGroupState", local, remote, None))[0]
+
+    async def summary(self, key: Key) -> tuple[int, Summary | None]:
+        """The start offset, epochs and the count of records delivered for good
+        (acknowledged or archived) above it; None when nothing is stored:
         ReadShareGroupStateSummary, which records no leader epoch."""
         group, topic_id, partition = key
 
-        async def local() -> tuple[int, ShareSnapshot | None]:
-            return await self.service.summary(key)
+        async def local() -> tuple[int, Summary | None]:
+            code, state = await self.service.summary(key)
+            if state is None:
+                return code, None
+            return code, Summary(state.state_epoch, state.leader_epoch, state.start_offset,
+                                 delivery_complete_count(state.batches))
 
-        async def remote(node: int) -> tuple[int, ShareSnapshot | None]:
+        async def remote(node: int) -> tuple[int, Summary | None]:
             resp = await self._send(node, api.ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, {
                 "group_id": group, "topics": [{"topic_id": topic_id, "partitions": [
                     {"partition": partition, "leader_epoch": -1}]}]},
                 "ReadShareGroupStateSummary")
             code, p = self._answer(resp)
-            if code != E.NONE or p.start_offset < 0:
+            if code != E.NONE or (p.start_offset < 0 and p.state_epoch <= 0):
                 return code, None
-            return E.NONE, ShareSnapshot(0, p.state_epoch, p.leader_epoch, p.start_offset, ())
+            return E.NONE, Summary(p.state_epoch, p.leader_epoch, p.start_offset,
+                                   p.delivery_complete_count)
 
         return await self._retrying(key, "ReadShareGroupStateSummary", local, remote, None)

@@ -36,7 +36,8 @@ def _complete(script: str, *words: str) -> list[str]:
     (("odradek", "topics", ""), ["list", "describe", "create", "alter-config", "delete"]),
     (("odradek", "topics", "create", "demo", "--rep"), ["--replication-factor"]),
     (("odradek", "topics", "create", "demo", "-o", ""), ["text", "json"]),
-    (("odradek", "-v", "groups", "de"), ["describe", "describe-share", "delete"]),
+    (("odradek", "-v", "groups", "de"), ["describe", "describe-share", "delete",
+                                        "delete-share-offsets"]),
     (("odradek", "consume", "t", "--isolation-level", "read_c"), ["read_committed"]),
     (("odradek", "completion", ""), ["bash", "zsh"]),  # a positional's choices
     (("odradek", "server", "--log"), ["--log-level"]),

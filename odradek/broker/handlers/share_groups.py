@@ -233,8 +233,9 @@ def _session(cache: ShareSessionCache, key: tuple[str, str], epoch: int) -> Shar
 
 
 def _close(broker: ShareServices, key: tuple[str, str]) -> None:
-    broker.share.sessions.close(key)
+    # released first: the group's last session closing drops its share partitions
     broker.share.partitions.release_member(key[0], key[1])
+    broker.share.sessions.close(key)
 
 
 async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ...coordinator import errors as CE
+from ...coordinator.share_persister import delivery_complete_count
 from ...protocol import errors as E
 from ...security.resources import CLUSTER_NAME, AclOperation, ResourceType
 from ..context import RequestContext
@@ -102,7 +103,7 @@ async def handle_read_share_group_state_summary(broker: ShareServices, ctx: Requ
         out: Answer = {"error_code": code, "state_epoch": 0, "leader_epoch": -1,
                        "start_offset": -1, "delivery_complete_count": -1}
         if state is not None:
-            done = sum(b - a + 1 for a, b, _, s in state.batches if s in (2, 4))
+            done = delivery_complete_count(state.batches)
             out.update(state_epoch=state.state_epoch, leader_epoch=state.leader_epoch,
                        start_offset=state.start_offset, delivery_complete_count=done)
         return out
