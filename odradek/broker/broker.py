@@ -528,6 +528,10 @@ class Broker:
 
     # -- the request path (pipeline.py) ----------------------------------------------
 
+    def connection_closed(self, conn: KafkaConnection) -> None:
+        """A client connection closed: the share sessions it opened end."""
+        self.share.connection_closed(conn.connection_id)
+
     async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any:
         return await self.pipeline.handle(frame, conn)
 

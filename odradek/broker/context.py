@@ -70,6 +70,9 @@ class RequestContext:
     # a client connection that handles its next requests while this one's answer
     # waits: the handler may return a Later (an Envelope's inner request may not)
     may_answer_later: bool = False
+    # the client connection's number in this process (-1: none, e.g. an Envelope's
+    # inner request): share sessions end when their connection closes
+    connection_id: int = -1
 
     def authorize(self, operation: AclOperation, resource_type: ResourceType,
                   name: str) -> bool:

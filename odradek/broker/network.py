@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
 import socket
 import ssl
@@ -62,6 +63,8 @@ from .pipeline import CLOSE, CloseAfter
 
 log = logging.getLogger(__name__)
 
+_CONNECTION_IDS = itertools.count()
+
 MAX_QUEUED_FRAMES = 64
 MAX_QUEUED_BYTES = 1 << 20  # whole requests queued; one larger request is still read
 MAX_LATER_ANSWERS = 64  # requests handled whose answers wait (acks=all produce)
@@ -82,6 +85,9 @@ class ConnectionHost(Protocol):
 
     async def handle_frame(self, frame: bytes, conn: KafkaConnection | None) -> Any: ...
 
+    def connection_closed(self, conn: KafkaConnection) -> None:
+        """What the node ties to a connection ends with it (share sessions)."""
+
 
 class KafkaConnection(asyncio.Protocol):
     answers_later = True  # a handler may answer with a Later (context.py)
@@ -89,6 +95,7 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, broker: ConnectionHost, listener: str) -> None:
         self.broker = broker
         self.listener = listener
+        self.connection_id = next(_CONNECTION_IDS)  # for what ends with the connection
         # Who this connection is: PLAINTEXT connections are User:ANONYMOUS from
         # the start; a SASL connection authenticates first (before_auth APIs only);
         # a TLS client certificate names it (User:<its DN, mapped by
@@ -204,6 +211,10 @@ class KafkaConnection(asyncio.Protocol):
             self.limits.release(self)
             self._request_bytes.close()
         self.broker.connections.discard(self)
+        try:
+            self.broker.connection_closed(self)
+        except Exception:  # a bug there must not keep the connection open
+            log.exception("connection %s: cleaning up after it failed", self.peer)
         self._release_written()
         for answer, _size in self._later:  # nobody will read them
             answer.task.cancel()

@@ -447,6 +447,7 @@ class RequestPipeline:
             sasl=conn.sasl if conn is not None else None,
             controller_listener=self._on_controller_listener(conn),
             may_answer_later=getattr(conn, "answers_later", False),
+            connection_id=getattr(conn, "connection_id", -1),
         )
 
     @staticmethod

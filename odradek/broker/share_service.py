@@ -88,6 +88,13 @@ class ShareService:
         self.partitions.release_member(group, member_id)
         self.sessions.close((group, member_id))  # the last one drops the group's copies
 
+    def connection_closed(self, connection_id: int) -> None:
+        """A client connection closed: the share sessions it opened end and
+        their members' records are available again (no wait for the locks)."""
+        for group, member_id in self.sessions.of_connection(connection_id):
+            self.partitions.release_member(group, member_id)
+            self.sessions.close((group, member_id))
+
     def limits(self, group: str) -> ShareLimits:
         s = self.group_config(group)
         return ShareLimits(s.lock_duration_ms, s.delivery_count_limit, s.max_in_flight)

@@ -15,6 +15,11 @@ is evicted when a new one needs its place, and when a new session of the same
 group opens; the records its member held are released by their acquisition
 locks.
 
+A session belongs to the connection that opened it: when that connection
+closes, its sessions end and their members' records are released at once
+(Kafka's share session cache listens for disconnects the same way), so a
+consumer that died gives its records back without waiting for their locks.
+
 When the last session of a group on this broker ends (closed with the final
 epoch or by the member's removal, evicted; not when the member opens it again),
 `on_group_empty(group)` is called: the broker then
@@ -48,6 +53,7 @@ class ShareSession:
     key: SessionKey
     epoch: int = 1  # the epoch the next request must carry
     last_used_ms: int = 0
+    connection_id: int = -1  # the connection that opened it (-1: none)
     partitions: dict[TopicPartition, None] = field(default_factory=dict)  # ordered set
 
 
@@ -72,9 +78,12 @@ class ShareSessionCache:
         self.on_group_empty = on_group_empty
         self.sessions: dict[SessionKey, ShareSession] = {}
         self._per_group: dict[str, int] = {}
+        self._by_connection: dict[int, set[SessionKey]] = {}
 
     def _add(self, session: ShareSession) -> None:
         self.sessions[session.key] = session
+        if session.connection_id >= 0:
+            self._by_connection.setdefault(session.connection_id, set()).add(session.key)
         group = session.key[0]
         self._per_group[group] = self._per_group.get(group, 0) + 1
 
@@ -82,6 +91,11 @@ class ShareSessionCache:
         session = self.sessions.pop(key, None)
         if session is None:
             return None
+        keys = self._by_connection.get(session.connection_id)
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._by_connection[session.connection_id]
         group = key[0]
         left = self._per_group.get(group, 1) - 1
         if left > 0:
@@ -96,7 +110,11 @@ class ShareSessionCache:
         """The sessions of `group` on this broker."""
         return self._per_group.get(group, 0)
 
-    def open(self, key: SessionKey) -> ShareSession:
+    def of_connection(self, connection_id: int) -> list[SessionKey]:
+        """The sessions the connection opened (and that are still open)."""
+        return list(self._by_connection.get(connection_id, ()))
+
+    def open(self, key: SessionKey, connection_id: int = -1) -> ShareSession:
         now = self.clock_ms()
         full = len(self.sessions) >= self.max_sessions
         for k in [k for k, s in self.sessions.items()
@@ -106,7 +124,7 @@ class ShareSessionCache:
         if len(self.sessions) >= self.max_sessions:
             raise SessionError(SHARE_SESSION_LIMIT_REACHED,
                                "The limit of share sessions has been reached.")
-        session = ShareSession(key, last_used_ms=now)
+        session = ShareSession(key, last_used_ms=now, connection_id=connection_id)
         self._add(session)
         return session
 

@@ -538,13 +538,18 @@ sys.stdin.read()  # holds its records, unacknowledged, until killed
 """
 
 
-def test_records_of_a_killed_consumer_are_redelivered(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("lock_ms", [3000, 120_000])
+def test_records_of_a_killed_consumer_are_redelivered(broker: BrokerProcess,
+                                                      lock_ms: int) -> None:
+    """Released when the killed consumer's connection closes (its share session
+    ends with it, as in Kafka): with a 120 s lock, and a 45 s member session,
+    the records come back to another consumer within the 30 s poll."""
     import subprocess
     import sys
 
-    topic = "share-killed"
+    topic = f"share-killed-{lock_ms}"
     create_topic(broker.bootstrap, topic, 1)
-    group = _new_group(broker.bootstrap, lock_ms=3000)
+    group = _new_group(broker.bootstrap, lock_ms=lock_ms)
     _produce(broker.bootstrap, topic, 8)
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLDER, broker.bootstrap, group, topic, "8"],

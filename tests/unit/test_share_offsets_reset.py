@@ -87,3 +87,19 @@ def test_a_reset_state_reaches_a_leader_holding_the_old_one() -> None:
 def test_delivery_complete_count_counts_acknowledged_and_archived_records() -> None:
     assert delivery_complete_count([(0, 4, 1, 2), (5, 5, 1, 0), (6, 9, 3, 4),
                                     (10, 10, 1, 1)]) == 9
+
+
+def test_sessions_are_found_by_the_connection_that_opened_them() -> None:
+    emptied: list[str] = []
+    cache = ShareSessionCache(max_sessions=10, on_group_empty=emptied.append)
+    cache.open(("g", "a"), connection_id=7)
+    cache.open(("g", "b"), connection_id=8)
+    cache.open(("h", "c"), connection_id=7)
+    assert sorted(cache.of_connection(7)) == [("g", "a"), ("h", "c")]
+    cache.open(("g", "a"), connection_id=9)  # the member reconnected: a new session
+    assert cache.of_connection(7) == [("h", "c")] and cache.of_connection(9) == [("g", "a")]
+    for key in cache.of_connection(9):
+        cache.close(key)
+    assert cache.of_connection(9) == [] and emptied == []  # b is still in g
+    cache.close(("g", "b"))
+    assert emptied == ["g"]

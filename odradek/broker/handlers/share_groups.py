@@ -226,9 +226,10 @@ async def _acknowledge(broker: ShareServices, group: str, member: str, target: _
     return code if code != E.NONE else _state_error(written)
 
 
-def _session(cache: ShareSessionCache, key: tuple[str, str], epoch: int) -> ShareSession:
+def _session(cache: ShareSessionCache, key: tuple[str, str], epoch: int,
+             connection_id: int) -> ShareSession:
     if epoch == INITIAL_EPOCH:
-        return cache.open(key)
+        return cache.open(key, connection_id)
     return cache.lookup(key, epoch)
 
 
@@ -251,7 +252,7 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
                           "Acknowledge data present on initial fetch request.", fetch=True)
     key = (group, member)
     try:
-        session = _session(broker.share.sessions, key, epoch)
+        session = _session(broker.share.sessions, key, epoch, ctx.connection_id)
     except SessionError as e:
         return _top_error(e.code, e.message, fetch=True)
     readable = _readable(broker, ctx, [t.topic_id for t in req.topics])
