@@ -1,12 +1,15 @@
 """The asyncio shell of the share coordinator (core: share_coordinator.py).
 
-It creates `__share_group_state` on first need (compacted, through the
-controller, `share.coordinator.state.topic.*`), loads the partitions of it this
+It creates `__share_group_state` on first need (cleanup.policy=delete, as
+KIP-932, through the controller, `share.coordinator.state.topic.*`), loads the partitions of it this
 broker leads by replaying their logs when it becomes their leader (and drops
 them when it stops), appends the records the core returns, and answers only
 once the ISR has them (coordinator/replicated.py, with
 `share.coordinator.write.timeout.ms`): a state a share-partition leader was told
-is written survives the loss of the coordinator's broker.
+is written survives the loss of the coordinator's broker. Every
+`share.coordinator.state.topic.prune.interval.ms` it deletes the records of the
+partitions it leads below their redundant offset (share_coordinator.py), as
+Kafka's share coordinator prunes the topic with DeleteRecords.
 
 Requests arrive from share-partition leaders: from this broker's own persister
 directly (coordinator/share_persister.py), from other brokers as
@@ -26,7 +29,7 @@ from ..metadata.image import MetadataImage
 from ..protocol import records as batches
 from . import errors as E
 from .host import CoordinatorHost
-from .internal_topic import compacted_configs, ensure_internal_topic
+from .internal_topic import ensure_internal_topic
 from .log_replay import keyed_records
 from .replicated import GROUP_ERRORS, mapped, min_isr_error, wait_replicated
 from .share_coordinator import SHARE_STATE_TOPIC, Record, ShareCoordinator
@@ -45,12 +48,31 @@ from .txn_markers import advance_high_watermark
 log = logging.getLogger(__name__)
 
 
+def state_topic_configs(rf: int, min_isr: int, segment_bytes: int) -> dict[str, str | None]:
+    """The configs `__share_group_state` is created with: Kafka's
+    (cleanup.policy=delete, segment.bytes) and, since odradek writes no
+    periodic snapshots of cold keys yet, no time or size retention: the
+    coordinator's pruning bounds the log instead."""
+    return {
+        "cleanup.policy": "delete",
+        "compression.type": "uncompressed",
+        "min.insync.replicas": str(min(rf, min_isr)),
+        "segment.bytes": str(segment_bytes),
+        "retention.ms": "-1",
+        "retention.bytes": "-1",
+    }
+
+
 class ShareCoordinatorService:
     def __init__(self, broker: CoordinatorHost) -> None:
         self.broker = broker
         c = broker.config
-        self.core = ShareCoordinator(c.get("share.coordinator.state.topic.num.partitions"))
+        self.core = ShareCoordinator(
+            c.get("share.coordinator.state.topic.num.partitions"),
+            c.get("share.coordinator.snapshot.update.records.per.snapshot"))
         self.write_timeout_ms: int = c.get("share.coordinator.write.timeout.ms")
+        self.prune_interval_ms: int = c.get("share.coordinator.state.topic.prune.interval.ms")
+        self._prune_task: asyncio.Task[None] | None = None
         self._create_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.writes = 0
@@ -59,8 +81,45 @@ class ShareCoordinatorService:
     def start(self) -> None:
         self.on_metadata(MetadataImage(), self.broker.image, [])
         self.broker.quorum.listeners.append(self.on_metadata)
+        self._prune_task = asyncio.get_running_loop().create_task(self._prune_loop())
+
+    def close(self) -> None:
+        if self._prune_task is not None:
+            self._prune_task.cancel()
+            self._prune_task = None
+
+    async def _prune_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.prune_interval_ms / 1000)
+            self.prune()
+
+    def prune(self) -> int:
+        """Delete the records below each led partition's redundant offset (not
+        past its high watermark); the number of partitions whose log start moved."""
+        if self.core.snapshots_only:
+            return 0
+        moved = 0
+        for p in sorted(self.core.loaded):
+            part = self.broker.replica_manager.get(SHARE_STATE_TOPIC, p)
+            upto = self.core.redundant_offset(p)
+            if part is None or upto < 0:
+                continue
+            plog = part.log
+            upto = min(upto, plog.high_watermark)
+            if upto <= plog.log_start_offset:
+                continue
+            try:
+                plog.delete_records_before(upto)
+            except OSError as e:  # the dir went offline (logged by the log manager)
+                log.warning("pruning %s-%d below %d failed: %s", SHARE_STATE_TOPIC, p, upto, e)
+                continue
+            moved += 1
+            log.debug("pruned %s-%d below %d", SHARE_STATE_TOPIC, p, upto)
+        return moved
 
     def on_metadata(self, old: MetadataImage, new: MetadataImage, records: Any) -> None:
+        policy = new.topic_configs(SHARE_STATE_TOPIC).get("cleanup.policy", "")
+        self.core.snapshots_only = "compact" in policy
         topic = new.topics_by_name.get(SHARE_STATE_TOPIC)
         led: set[int] = set()
         if topic is not None:
@@ -92,7 +151,7 @@ class ShareCoordinatorService:
         plog = part.log
         end = plog.log_end_offset
 
-        def replay() -> Iterator[tuple[int, Key, object | None]]:
+        def replay() -> Iterator[tuple[int, int, Key, object | None]]:
             for r in keyed_records(plog, plog.log_start_offset, end):
                 assert r.key is not None
                 try:
@@ -104,7 +163,7 @@ class ShareCoordinatorService:
                 except (CorruptShareRecord, UnicodeDecodeError, ValueError) as e:
                     log.warning("%s-%d: skipping a record: %s", SHARE_STATE_TOPIC, partition, e)
                     continue
-                yield record_type, key, value
+                yield r.offset, record_type, key, value
 
         n = self.core.load(partition, replay())
         log.info("loaded %s-%d: %d records", SHARE_STATE_TOPIC, partition, n)
@@ -117,7 +176,7 @@ class ShareCoordinatorService:
             self.broker, self._create_lock, SHARE_STATE_TOPIC,
             c.get("share.coordinator.state.topic.num.partitions"),
             c.get("share.coordinator.state.topic.replication.factor"),
-            lambda rf: compacted_configs(rf, min_isr, segment_bytes))
+            lambda rf: state_topic_configs(rf, min_isr, segment_bytes))
 
     # -- writing --------------------------------------------------------------------------
     def _refused(self, key: Key) -> int:
@@ -141,13 +200,14 @@ class ShareCoordinatorService:
                  for _, k, v in out]))
             headers = list(batches.iter_batch_headers(batch))
             try:
-                part.log.append_as_leader(batch, headers, part.leader_epoch)
+                info = part.log.append_as_leader(batch, headers, part.leader_epoch)
             except OSError as e:
                 log.error("append to %s-%d failed: %s", SHARE_STATE_TOPIC, p, e)
                 # the memory is ahead of the log: load the partition again
                 self.core.unload(p)
                 self._load(p)
                 return E.COORDINATOR_NOT_AVAILABLE
+            self.core.appended(p, info.first_offset, out)
             advance_high_watermark(self.broker, part)
             self.writes += 1
         code = await wait_replicated(self.broker, part, self.write_timeout_ms, write=bool(out))

@@ -72,7 +72,9 @@ def test_share_state_survives_the_partition_leader_and_the_coordinator(tmp_path:
         "share.coordinator.state.topic.num.partitions": 1,
         "group.share.heartbeat.interval.ms": 500}).start()
     try:
-        _create(cluster, STATE, [2, 3, 1], {"cleanup.policy": "compact",
+        # as the coordinator creates it (cleanup.policy=delete): the state is
+        # written as snapshots and ShareUpdate deltas, replayed on failover
+        _create(cluster, STATE, [2, 3, 1], {"cleanup.policy": "delete", "retention.ms": "-1",
                                             "min.insync.replicas": "2"})
         _create(cluster, TOPIC, [1, 2, 3], {"min.insync.replicas": "2"})
         bootstrap = cluster.bootstrap
