@@ -117,7 +117,9 @@ class ShareCoordinator:
     loaded: set[int] = field(default_factory=set)
     loading: set[int] = field(default_factory=set)
     update_count: dict[Key, int] = field(default_factory=dict)  # updates since the last snapshot
-    snapshot_offsets: dict[Key, int] = field(default_factory=dict)  # offset of the last snapshot
+    # (offset, is a tombstone) of a key's snapshot records from its last committed
+    # one on: the ones above the high watermark may yet be lost with the leader
+    snapshot_offsets: dict[Key, list[tuple[int, bool]]] = field(default_factory=dict)
     next_offsets: dict[int, int] = field(default_factory=dict)  # partition: offset after its last record
     # the topic is compacted (made so by an older odradek): the cleaner keeps only the
     # last ShareUpdate of a key, so only snapshots are written
@@ -162,11 +164,20 @@ class ShareCoordinator:
     def _seen(self, partition: int, offset: int, record_type: int, key: Key,
               deleted: bool) -> None:
         if record_type == SNAPSHOT:
-            if deleted:
-                self.snapshot_offsets.pop(key, None)
-            else:
-                self.snapshot_offsets[key] = offset
+            self.snapshot_offsets.setdefault(key, []).append((offset, deleted))
         self.next_offsets[partition] = offset + 1
+
+    def _committed(self, key: Key, high_watermark: int) -> int | None:
+        """Forget the key's snapshots that a committed later one (below the high
+        watermark) replaces; the offset its records are needed from, None when a
+        committed tombstone ended it."""
+        seen = self.snapshot_offsets[key]
+        last = max((i for i, (o, _) in enumerate(seen) if o < high_watermark), default=0)
+        del seen[:last]
+        if len(seen) == 1 and seen[0][1] and seen[0][0] < high_watermark:
+            del self.snapshot_offsets[key]
+            return None
+        return seen[0][0]
 
     def load(self, partition: int,
              records: Iterable[tuple[int, int, Key, object | None]]) -> int:
@@ -180,19 +191,26 @@ class ShareCoordinator:
         self.loading.discard(partition)
         return n
 
-    def appended(self, partition: int, first_offset: int, out: list[Record]) -> None:
+    def appended(self, partition: int, first_offset: int, out: list[Record],
+                 high_watermark: int) -> None:
         """The records of `out` are in the log from `first_offset` on."""
         for i, (_, k, v) in enumerate(out):
             record_type, key = decode_key(k)
             self._seen(partition, first_offset + i, record_type, key, v is None)
+            if record_type == SNAPSHOT:
+                self._committed(key, high_watermark)  # keeps the list short
 
-    def redundant_offset(self, partition: int) -> int:
+    def redundant_offset(self, partition: int, high_watermark: int) -> int:
         """The offset below which the partition's records are not needed to rebuild
-        its states: the earliest of its keys' last snapshots (Kafka's
-        ShareCoordinatorOffsetsManager); -1 when nothing is known."""
-        offsets = [o for k, o in self.snapshot_offsets.items()
-                   if self.partition_for(k) == partition]
-        return min(offsets) if offsets else self.next_offsets.get(partition, -1)
+        its states (Kafka's ShareCoordinatorOffsetsManager): the earliest, over
+        its keys, of the last snapshot below the high watermark -- a later one
+        may still be lost with this leader -- and never above the high
+        watermark; -1 when nothing is known."""
+        needed = [self._committed(k, high_watermark) for k in list(self.snapshot_offsets)
+                  if self.partition_for(k) == partition]
+        offsets = [o for o in needed if o is not None]
+        upto = min(offsets) if offsets else self.next_offsets.get(partition, -1)
+        return min(upto, high_watermark)
 
     def unload(self, partition: int) -> None:
         self.loaded.discard(partition)

@@ -101,11 +101,10 @@ class ShareCoordinatorService:
         moved = 0
         for p in sorted(self.core.loaded):
             part = self.broker.replica_manager.get(SHARE_STATE_TOPIC, p)
-            upto = self.core.redundant_offset(p)
-            if part is None or upto < 0:
+            if part is None:
                 continue
             plog = part.log
-            upto = min(upto, plog.high_watermark)
+            upto = self.core.redundant_offset(p, plog.high_watermark)
             if upto <= plog.log_start_offset:
                 continue
             try:
@@ -207,7 +206,7 @@ class ShareCoordinatorService:
                 self.core.unload(p)
                 self._load(p)
                 return E.COORDINATOR_NOT_AVAILABLE
-            self.core.appended(p, info.first_offset, out)
+            self.core.appended(p, info.first_offset, out, part.log.high_watermark)
             advance_high_watermark(self.broker, part)
             self.writes += 1
         code = await wait_replicated(self.broker, part, self.write_timeout_ms, write=bool(out))

@@ -337,6 +337,7 @@ _OPS = st.lists(st.one_of(
     st.tuples(st.just("window"), st.integers(0, 1), st.integers(0, 40)),
     st.tuples(st.just("read"), st.integers(0, 1)),
     st.tuples(st.just("reset"), st.integers(0, 1), st.integers(0, 30)),
+    st.tuples(st.just("commit"), st.integers(0, 1), st.integers(0, 6)),
 ), max_size=40)
 
 
@@ -356,13 +357,28 @@ def test_replaying_snapshots_and_updates_gives_the_live_state(
     keys = [("g", TOPIC, 0), ("g", TOPIC, 1)]
     model: list[dict[int, tuple[int, int]]] = [{}, {}]
     start, state_epoch, leader = [0, 0], [0, 0], [1, 1]
+    hw = 0  # the high watermark: records below it are committed
+    states_at: dict[int, dict] = {0: {}}  # type: ignore[type-arg]  # the states by log length
     for i in range(2):
         assert core.write(keys[i], 0, 1, 0, [], 0, log) == E.NONE
-    core.appended(0, 0, log)  # the log's offsets are the list's indexes
+        core.appended(0, i, log[i:], hw)  # the log's offsets are the list's indexes
+        states_at[len(log)] = dict(core.states)
     for op in ops:
         seen = len(log)
         i = op[1]
         key = keys[i]
+        if op[0] == "commit":
+            # the high watermark moves, the prune timer fires: the records from the
+            # redundant offset to the high watermark -- what a new leader may
+            # have -- rebuild the states as they were at the high watermark
+            hw = min(len(log), hw + op[2])
+            redundant = core.redundant_offset(0, hw)
+            assert 0 <= redundant <= hw
+            pruned = ShareCoordinator(1)
+            pruned.load(0, [(redundant + j, *_decoded(k, v))
+                            for j, (_, k, v) in enumerate(log[redundant:hw])])
+            assert pruned.states == states_at[hw]
+            continue
         if op[0] == "ack":
             _, _, first, n, count, state = op
             req = [(first, first + n - 1, count, state)]
@@ -388,7 +404,8 @@ def test_replaying_snapshots_and_updates_gives_the_live_state(
             start[i] = op[2]
             assert core.write(key, state_epoch[i], leader[i], start[i], [], 0, log) == E.NONE
             model[i] = {}
-        core.appended(0, seen, log[seen:])
+        core.appended(0, seen, log[seen:], hw)
+        states_at[len(log)] = dict(core.states)
     for i, key in enumerate(keys):
         live = core.states[key]
         assert _offsets(live.batches) == model[i]
@@ -396,7 +413,7 @@ def test_replaying_snapshots_and_updates_gives_the_live_state(
             start[i], state_epoch[i], leader[i])
         assert live.batches == combine((), live.batches, -1)  # canonical
     assert replay(log).states == core.states
-    redundant = core.redundant_offset(0)
+    redundant = core.redundant_offset(0, len(log))
     assert 0 <= redundant <= len(log)
     tail = [(0, k, v) for _, k, v in log[redundant:]]
     pruned = ShareCoordinator(1)
@@ -481,24 +498,32 @@ def test_a_write_to_a_large_state_writes_only_its_change() -> None:
     assert replay(log).states == core.states
 
 
-def test_the_redundant_offset_is_the_earliest_last_snapshot() -> None:
+def test_the_redundant_offset_is_the_earliest_committed_last_snapshot() -> None:
     core = ShareCoordinator(1, updates_per_snapshot=2)
     core.load(0, [])
     log: list[tuple[int, bytes, bytes | None]] = []
     a, b = ("g", TOPIC, 0), ("g", TOPIC, 1)
-    assert core.redundant_offset(0) == -1
+
+    def append() -> None:  # one record at the log's end, all before it committed
+        core.appended(0, len(log) - 1, log[-1:], len(log) - 1)
+
+    assert core.redundant_offset(0, 0) == -1
     core.write(a, 0, 1, 0, [], 0, log)
-    core.appended(0, 0, log[-1:])  # offset 0: a's snapshot
+    append()  # offset 0: a's snapshot
     core.write(b, 0, 1, 0, [], 0, log)
-    core.appended(0, 1, log[-1:])  # offset 1: b's snapshot
+    append()  # offset 1: b's snapshot
     for o in range(3):  # a: update, update, snapshot (offset 4)
         core.write(a, 0, 1, 0, [(o, o, 1, ACKNOWLEDGED)], 0, log)
-        core.appended(0, len(log) - 1, log[-1:])
+        append()
     assert _types(log)[4] == SNAPSHOT
-    assert core.redundant_offset(0) == 1  # b's snapshot holds it back
+    # a's snapshot at 4 is not committed yet: its records from 0 on are needed
+    assert core.redundant_offset(0, 4) == 0
+    assert core.redundant_offset(0, 5) == 1  # b's snapshot holds it back
     core.delete(b, log)
-    core.appended(0, len(log) - 1, log[-1:])
-    assert core.redundant_offset(0) == 4
+    append()  # offset 5: b's tombstone
+    # not committed yet: a leader change could lose it, b's snapshot is kept
+    assert core.redundant_offset(0, 5) == 1
+    assert core.redundant_offset(0, 6) == 4
     core.delete(a, log)
-    core.appended(0, len(log) - 1, log[-1:])
-    assert core.redundant_offset(0) == len(log)  # nothing left: everything
+    append()
+    assert core.redundant_offset(0, len(log)) == len(log)  # nothing left: everything
