@@ -448,6 +448,10 @@ _DEFS: list[ConfigDef] = [
     _d("share.coordinator.state.topic.prune.interval.ms", I, 300000, "How often the share "
        "coordinator deletes the records of __share_group_state no state needs any more.",
        LOW, at_least(1)),
+    _d("share.coordinator.cold.partition.snapshot.interval.ms", I, 300000, "How old the "
+       "last snapshot of a share partition's state may get before the share coordinator "
+       "writes it again (so that pruning passes quiet share partitions).", LOW,
+       at_least(1)),
     # --- KRaft ---
     _d("broker.heartbeat.interval.ms", I, 2000, "Broker heartbeat to the controller.",
        MEDIUM),

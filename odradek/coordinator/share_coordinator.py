@@ -31,8 +31,11 @@ all updates of a key share one record key, so a cleaner would keep only the
 last. The shell instead deletes, every
 `share.coordinator.state.topic.prune.interval.ms`, the records below the
 earliest last snapshot of the partition's keys (`redundant_offset`, as Kafka's
-ShareCoordinatorOffsetsManager). A topic an older odradek created compacted
-gets snapshots only (`snapshots_only`).
+ShareCoordinatorOffsetsManager); every
+`share.coordinator.cold.partition.snapshot.interval.ms` it snapshots again the
+keys whose last snapshot is that old (`cold_snapshots`), so a quiet key does not
+hold that offset back. A topic an older odradek created compacted gets snapshots
+only (`snapshots_only`).
 
 The requests (inter-broker, from share-partition leaders):
 
@@ -57,7 +60,7 @@ from __future__ import annotations
 import base64
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import errors as E
 from .share_state_batches import changed, combine, prune
@@ -307,6 +310,26 @@ class ShareCoordinator:
         else:
             self._change(key, old, leader, start_offset, batches, now_ms, out)
         return E.NONE
+
+    def cold_snapshots(self, partition: int, now_ms: int, interval_ms: int,
+                       out: list[Record]) -> int:
+        """Kafka's snapshotColdPartitions: a new snapshot (the same state, the
+        next snapshot epoch, written now) of each key of the partition whose last
+        snapshot is `interval_ms` old, so that a quiet key does not hold the
+        redundant offset back for ever; nothing when every key's last snapshot
+        already is such a one (its create and write times differ): the partition
+        is quiet. The number of snapshots."""
+        keys = [k for k in self.states if self.partition_for(k) == partition]
+        if all(self.states[k].create_ms != self.states[k].write_ms for k in keys):
+            return 0
+        n = 0
+        for key in keys:
+            s = self.states[key]
+            if now_ms - s.write_ms >= interval_ms:
+                self._snapshot(key, replace(s, snapshot_epoch=s.snapshot_epoch + 1,
+                                            write_ms=now_ms), out)
+                n += 1
+        return n
 
     def delete(self, key: Key, out: list[Record]) -> int:
         code = self.coordinator_error(key)

@@ -9,7 +9,9 @@ once the ISR has them (coordinator/replicated.py, with
 is written survives the loss of the coordinator's broker. Every
 `share.coordinator.state.topic.prune.interval.ms` it deletes the records of the
 partitions it leads below their redundant offset (share_coordinator.py), as
-Kafka's share coordinator prunes the topic with DeleteRecords.
+Kafka's share coordinator prunes the topic with DeleteRecords, and every
+`share.coordinator.cold.partition.snapshot.interval.ms` it writes new snapshots
+of the keys whose last one is that old.
 
 Requests arrive from share-partition leaders: from this broker's own persister
 directly (coordinator/share_persister.py), from other brokers as
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from ..clock import wall_ms
@@ -72,7 +74,9 @@ class ShareCoordinatorService:
             c.get("share.coordinator.snapshot.update.records.per.snapshot"))
         self.write_timeout_ms: int = c.get("share.coordinator.write.timeout.ms")
         self.prune_interval_ms: int = c.get("share.coordinator.state.topic.prune.interval.ms")
-        self._prune_task: asyncio.Task[None] | None = None
+        self.cold_interval_ms: int = c.get(
+            "share.coordinator.cold.partition.snapshot.interval.ms")
+        self._timers: list[asyncio.Task[None]] = []
         self._create_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[None]] = set()
         self.writes = 0
@@ -81,17 +85,42 @@ class ShareCoordinatorService:
     def start(self) -> None:
         self.on_metadata(MetadataImage(), self.broker.image, [])
         self.broker.quorum.listeners.append(self.on_metadata)
-        self._prune_task = asyncio.get_running_loop().create_task(self._prune_loop())
+        loop = asyncio.get_running_loop()
+        self._timers = [loop.create_task(self._every(self.prune_interval_ms, self._prune)),
+                        loop.create_task(self._every(self.cold_interval_ms,
+                                                     self.snapshot_cold))]
 
     def close(self) -> None:
-        if self._prune_task is not None:
-            self._prune_task.cancel()
-            self._prune_task = None
+        for task in self._timers:
+            task.cancel()
+        self._timers = []
 
-    async def _prune_loop(self) -> None:
+    @staticmethod
+    async def _every(interval_ms: int, job: Callable[[], Awaitable[object]]) -> None:
         while True:
-            await asyncio.sleep(self.prune_interval_ms / 1000)
-            self.prune()
+            await asyncio.sleep(interval_ms / 1000)
+            try:
+                await job()
+            except Exception:  # a timer must not die: logged, run again
+                log.exception("share coordinator timer job failed")
+
+    async def _prune(self) -> int:
+        return self.prune()
+
+    async def snapshot_cold(self) -> int:
+        """Snapshot the quiet keys of the led partitions again (cold_snapshots)."""
+        if self.core.snapshots_only:
+            return 0
+        n = 0
+        for p in sorted(self.core.loaded):
+            part = self.broker.replica_manager.get(SHARE_STATE_TOPIC, p)
+            if part is None or mapped(GROUP_ERRORS, min_isr_error(part)) != E.NONE:
+                continue
+            out: list[Record] = []
+            n += self.core.cold_snapshots(p, wall_ms(), self.cold_interval_ms, out)
+            if out:
+                await self._append_to(p, out)
+        return n
 
     def prune(self) -> int:
         """Delete the records below each led partition's redundant offset (not
@@ -189,7 +218,9 @@ class ShareCoordinatorService:
     async def _append(self, out: list[Record], key: Key) -> int:
         """Append the records and wait until the ISR has the key's partition up to
         its log end offset; NONE or the error to answer."""
-        p = self.core.partition_for(key)
+        return await self._append_to(self.core.partition_for(key), out)
+
+    async def _append_to(self, p: int, out: list[Record]) -> int:
         part = self.broker.replica_manager.get(SHARE_STATE_TOPIC, p)
         if part is None:
             return E.NOT_COORDINATOR

@@ -527,3 +527,39 @@ def test_the_redundant_offset_is_the_earliest_committed_last_snapshot() -> None:
     core.delete(a, log)
     append()
     assert core.redundant_offset(0, len(log)) == len(log)  # nothing left: everything
+
+
+def test_quiet_keys_are_snapshotted_again_so_pruning_passes_them() -> None:
+    """Kafka's cold-partition snapshots: a key whose last snapshot is older than
+    the interval gets a new one (same state, next snapshot epoch, write time now,
+    create time kept), which moves the redundant offset past its old snapshot;
+    when every key's last snapshot is already such a one, nothing is written."""
+    core = ShareCoordinator(1, updates_per_snapshot=500)
+    core.load(0, [])
+    log: list[tuple[int, bytes, bytes | None]] = []
+    quiet, busy = ("g", TOPIC, 0), ("g", TOPIC, 1)
+
+    def append() -> None:
+        core.appended(0, len(log) - 1, log[-1:], len(log) - 1)
+
+    core.write(quiet, 0, 1, 0, [(0, 4, 1, ACKNOWLEDGED)], 1_000, log)
+    append()
+    core.write(busy, 0, 1, 0, [], 1_000, log)
+    append()
+    for o in range(5):  # updates of the busy key
+        core.write(busy, 0, 1, 0, [(o, o, 1, ACKNOWLEDGED)], 2_000 + o, log)
+        append()
+    assert core.redundant_offset(0, len(log)) == 0  # the quiet key holds it back
+    out: list[tuple[int, bytes, bytes | None]] = []
+    assert core.cold_snapshots(0, 100_000, 300_000, out) == 0  # not old enough
+    assert core.cold_snapshots(0, 301_000, 300_000, out) == 2
+    for record in out:
+        log.append(record)
+        append()
+    snap = decode_snapshot(out[0][2])  # type: ignore[arg-type]
+    assert (snap.snapshot_epoch, snap.create_ms, snap.write_ms) == (1, 1_000, 301_000)
+    assert snap.batches == ((0, 4, 1, ACKNOWLEDGED),)
+    assert core.redundant_offset(0, len(log)) == len(log) - 2
+    assert replay(log[len(log) - 2:]).states == core.states
+    # every key's last snapshot is a cold one: the partition is quiet
+    assert core.cold_snapshots(0, 700_000, 300_000, []) == 0
