@@ -80,7 +80,12 @@ def main() -> None:
         admin.create_topics([NewTopic(TOPIC, 1, 1)])[TOPIC].result(30)
         producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20})
         for i in range(args.records):
-            producer.produce(TOPIC, value=b"x" * 100)
+            while True:
+                try:
+                    producer.produce(TOPIC, value=b"x" * 100)
+                    break
+                except BufferError:  # more than the client queues: let it send
+                    producer.poll(0.1)
             if i % 10_000 == 0:
                 producer.poll(0)
         assert producer.flush(60) == 0

@@ -442,6 +442,16 @@ _DEFS: list[ConfigDef] = [
        "__share_group_state.", HIGH, at_least(1)),
     _d("share.coordinator.write.timeout.ms", I, 5000, "How long a share coordinator's "
        "write waits for the in-sync replicas.", HIGH, at_least(1)),
+    _d("share.coordinator.snapshot.update.records.per.snapshot", I, 500, "ShareUpdate "
+       "records the share coordinator writes for a share partition between two "
+       "ShareSnapshot records.", MEDIUM, between(0, 500)),
+    _d("share.coordinator.state.topic.prune.interval.ms", I, 300000, "How often the share "
+       "coordinator deletes the records of __share_group_state no state needs any more.",
+       LOW, at_least(1)),
+    _d("share.coordinator.cold.partition.snapshot.interval.ms", I, 300000, "How old the "
+       "last snapshot of a share partition's state may get before the share coordinator "
+       "writes it again (so that pruning passes quiet share partitions).", LOW,
+       at_least(1)),
     # --- KRaft ---
     _d("broker.heartbeat.interval.ms", I, 2000, "Broker heartbeat to the controller.",
        MEDIUM),

@@ -472,6 +472,8 @@ class Broker:
         await self.txn_coordinator.stop()
         if self.share.persister is not None:
             self.share.persister.close()
+        if self.share.coordinator is not None:
+            self.share.coordinator.close()
         self.replica_manager.shutdown()
         self.quorum.close()
         log.info("odradek node %d stopped", self.node_id)

@@ -27,10 +27,11 @@ DeliveryCompleteCount is tag 0). A null value is a tombstone: the state of the
 share partition was deleted (DeleteShareGroupState). DeliveryState: 0
 AVAILABLE, 2 ACKNOWLEDGED, 4 ARCHIVED.
 
-odradek's coordinator writes only ShareSnapshot records (each holds the whole
-state of a share partition; a state is at most
-`group.share.partition.max.record.locks` offsets); it reads ShareUpdate
-records too, applying their batches over the snapshot before them.
+The coordinator (share_coordinator.py) writes a ShareSnapshot, the whole state
+of a share partition, for a key's first state, a reset and every
+`share.coordinator.snapshot.update.records.per.snapshot` updates; between them
+a ShareUpdate with the batches one write changed, combined over the state
+before it on replay (share_state_batches.py).
 """
 
 from __future__ import annotations

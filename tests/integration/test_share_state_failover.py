@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, ShareConsumer, TopicPartition
 from confluent_kafka.admin import NewTopic
 
 from tests.integration.cluster_proc import ClusterProcesses
@@ -67,12 +67,43 @@ def _read_and_ack(bootstrap: str, group: str, want: int,
     return sorted((m.offset(), m.delivery_count()) for m in got)
 
 
+def _check_pruned(bootstrap: str) -> None:
+    """The coordinator deleted the records below the key's last snapshot: the log
+    of the state partition starts above 0, at a ShareSnapshot (record type 0),
+    and what follows is snapshots and ShareUpdates (1)."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"x-{uuid.uuid4().hex[:6]}",
+                  "enable.auto.commit": False})
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            low, high = c.get_watermark_offsets(TopicPartition(STATE, 0), timeout=10)
+            if low > 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert 0 < low < high, (low, high)
+        c.assign([TopicPartition(STATE, 0, low)])
+        types: list[int] = []
+        while len(types) < high - low and time.monotonic() < deadline + 30:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                types.append(int.from_bytes(m.key()[:2], "big"))
+        assert types[0] == 0 and set(types) <= {0, 1}, types
+    finally:
+        c.close()
+
+
 def test_share_state_survives_the_partition_leader_and_the_coordinator(tmp_path: Path) -> None:
     cluster = ClusterProcesses(tmp_path, brokers=3, overrides={
         "share.coordinator.state.topic.num.partitions": 1,
+        # a snapshot every 3 updates, pruned twice a second: the loads below
+        # replay snapshots and updates from a log whose start has moved
+        "share.coordinator.snapshot.update.records.per.snapshot": 3,
+        "share.coordinator.state.topic.prune.interval.ms": 500,
         "group.share.heartbeat.interval.ms": 500}).start()
     try:
-        _create(cluster, STATE, [2, 3, 1], {"cleanup.policy": "compact",
+        # as the coordinator creates it (cleanup.policy=delete): the state is
+        # written as snapshots and ShareUpdate deltas, replayed on failover
+        _create(cluster, STATE, [2, 3, 1], {"cleanup.policy": "delete", "retention.ms": "-1",
                                             "min.insync.replicas": "2"})
         _create(cluster, TOPIC, [1, 2, 3], {"min.insync.replicas": "2"})
         bootstrap = cluster.bootstrap
@@ -104,5 +135,6 @@ def test_share_state_survives_the_partition_leader_and_the_coordinator(tmp_path:
         cluster.wait_for_partition(TOPIC, 0, lambda v: v.leader in (1, 3), "a leader")
         third = _read_and_ack(cluster.live_bootstrap(), group, 40, lambda o: True)
         assert third == [(o, 3) for o in range(60, 100)], third
+        _check_pruned(cluster.live_bootstrap())
     finally:
         cluster.close()

@@ -11,6 +11,8 @@ import json
 import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from odradek.coordinator import errors as E
 from odradek.coordinator.share_coordinator import (
@@ -18,7 +20,6 @@ from odradek.coordinator.share_coordinator import (
     FENCED_STATE_EPOCH,
     ShareCoordinator,
     kafka_uuid,
-    overlay,
     partition_for,
 )
 from odradek.coordinator.share_partition import (
@@ -30,6 +31,7 @@ from odradek.coordinator.share_partition import (
     ShareLimits,
 )
 from odradek.coordinator.share_partitions import SharePartitionManager
+from odradek.coordinator.share_state_batches import changed, combine
 from odradek.coordinator.share_state_records import (
     SNAPSHOT,
     UPDATE,
@@ -84,13 +86,22 @@ def test_partition_for_uses_kafkas_key_string() -> None:
     assert partition_for(("g", TOPIC, 1), 1) == 0
 
 
-def test_overlay_new_batches_win_and_the_start_cuts() -> None:
+def test_combine_keeps_the_highest_state_and_the_start_cuts() -> None:
     old = [(0, 9, 1, AVAILABLE)]
-    assert overlay(old, [(3, 4, 2, ACKNOWLEDGED)], 0) == (
+    assert combine(old, [(3, 4, 2, ACKNOWLEDGED)], 0) == (
         (0, 2, 1, AVAILABLE), (3, 4, 2, ACKNOWLEDGED), (5, 9, 1, AVAILABLE))
-    assert overlay(old, [(3, 4, 2, ACKNOWLEDGED)], 4) == (
+    assert combine(old, [(3, 4, 2, ACKNOWLEDGED)], 4) == (
         (4, 4, 2, ACKNOWLEDGED), (5, 9, 1, AVAILABLE))
-    assert overlay(old, [], 10) == ()
+    assert combine(old, [], 10) == ()
+    # Kafka's combineStateBatches: a lower (count, state) does not take an offset back
+    assert combine([(0, 4, 2, ACKNOWLEDGED)], [(2, 6, 1, AVAILABLE)], -1) == (
+        (0, 4, 2, ACKNOWLEDGED), (5, 6, 1, AVAILABLE))
+    # touching batches of the same state are one; overlapping requests are fine
+    assert combine([(0, 1, 1, AVAILABLE)], [(2, 3, 1, AVAILABLE), (3, 5, 1, AVAILABLE)],
+                   -1) == ((0, 5, 1, AVAILABLE),)
+    assert changed(((0, 9, 1, AVAILABLE),), ((0, 2, 1, AVAILABLE), (3, 4, 2, ACKNOWLEDGED),
+                                             (5, 12, 1, AVAILABLE))) == (
+        (3, 4, 2, ACKNOWLEDGED), (10, 12, 1, AVAILABLE))
 
 
 # -- the coordinator's core -------------------------------------------------------------
@@ -115,7 +126,7 @@ def replay(records: list[tuple[int, bytes, bytes | None]], n: int = 1) -> ShareC
             rtype, key = decode_key(k)
             value = None if v is None else (
                 decode_snapshot(v) if rtype == SNAPSHOT else decode_update(v))
-            items.append((rtype, key, value))
+            items.append((len(items), rtype, key, value))
         core.load(p, items)
     return core
 
@@ -155,7 +166,8 @@ def test_update_records_are_laid_over_their_snapshot() -> None:
     key = ("g", TOPIC, 0)
     snap = ShareSnapshot(0, 0, 1, 0, ((0, 9, 1, AVAILABLE),))
     core = ShareCoordinator(1)
-    core.load(0, [(SNAPSHOT, key, snap), (UPDATE, key, ShareUpdate(0, 1, 2, ((2, 3, 1, 2),)))])
+    core.load(0, [(0, SNAPSHOT, key, snap),
+                  (1, UPDATE, key, ShareUpdate(0, 1, 2, ((2, 3, 1, 2),)))])
     assert core.states[key].start_offset == 2
     assert core.states[key].batches == ((2, 3, 1, 2), (4, 9, 1, AVAILABLE))
 
@@ -306,3 +318,248 @@ def test_the_persister_retries_until_the_coordinator_answers() -> None:
         assert (await orphan.read(key, 3))[0] == E.COORDINATOR_NOT_AVAILABLE
 
     asyncio.run(run())
+
+
+# -- ShareUpdate deltas, the snapshot cadence, pruning -------------------------------------
+
+def _types(log: list[tuple[int, bytes, bytes | None]]) -> list[int]:
+    return [decode_key(k)[0] for _, k, _ in log]
+
+
+def _offsets(batches_: tuple[tuple[int, int, int, int], ...]) -> dict[int, tuple[int, int]]:
+    return {o: (c, s) for a, b, c, s in batches_ for o in range(a, b + 1)}
+
+
+_OPS = st.lists(st.one_of(
+    st.tuples(st.just("ack"), st.integers(0, 1), st.integers(0, 40), st.integers(1, 8),
+              st.integers(1, 4), st.sampled_from([AVAILABLE, ACKNOWLEDGED, ARCHIVED])),
+    st.tuples(st.just("start"), st.integers(0, 1), st.integers(0, 6)),
+    st.tuples(st.just("window"), st.integers(0, 1), st.integers(0, 40)),
+    st.tuples(st.just("read"), st.integers(0, 1)),
+    st.tuples(st.just("reset"), st.integers(0, 1), st.integers(0, 30)),
+    st.tuples(st.just("commit"), st.integers(0, 1), st.integers(0, 6)),
+), max_size=40)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=_OPS, per_snapshot=st.integers(0, 4))
+def test_replaying_snapshots_and_updates_gives_the_live_state(
+        ops: list[tuple], per_snapshot: int) -> None:  # type: ignore[type-arg]
+    """Random writes (acknowledged batches, start offsets moving, whole windows as
+    odradek's share-partition leader sends them, leader changes, resets): the
+    state in memory is what Kafka's combine gives (the highest count and state at
+    each offset, nothing below the start), and a new coordinator replaying the
+    records -- all of them, or only those at and above the redundant offset, as
+    after pruning -- has exactly that state."""
+    core = ShareCoordinator(1, updates_per_snapshot=per_snapshot)
+    core.load(0, [])
+    log: list[tuple[int, bytes, bytes | None]] = []
+    keys = [("g", TOPIC, 0), ("g", TOPIC, 1)]
+    model: list[dict[int, tuple[int, int]]] = [{}, {}]
+    start, state_epoch, leader = [0, 0], [0, 0], [1, 1]
+    hw = 0  # the high watermark: records below it are committed
+    states_at: dict[int, dict] = {0: {}}  # type: ignore[type-arg]  # the states by log length
+    for i in range(2):
+        assert core.write(keys[i], 0, 1, 0, [], 0, log) == E.NONE
+        core.appended(0, i, log[i:], hw)  # the log's offsets are the list's indexes
+        states_at[len(log)] = dict(core.states)
+    for op in ops:
+        seen = len(log)
+        i = op[1]
+        key = keys[i]
+        if op[0] == "commit":
+            # the high watermark moves, the prune timer fires: the records from the
+            # redundant offset to the high watermark -- what a new leader may
+            # have -- rebuild the states as they were at the high watermark
+            hw = min(len(log), hw + op[2])
+            redundant = core.redundant_offset(0, hw)
+            assert 0 <= redundant <= hw
+            pruned = ShareCoordinator(1)
+            pruned.load(0, [(redundant + j, *_decoded(k, v))
+                            for j, (_, k, v) in enumerate(log[redundant:hw])])
+            assert pruned.states == states_at[hw]
+            continue
+        if op[0] == "ack":
+            _, _, first, n, count, state = op
+            req = [(first, first + n - 1, count, state)]
+            assert core.write(key, state_epoch[i], leader[i], -1, req, 0, log) == E.NONE
+            for o in range(max(first, start[i]), first + n):
+                model[i][o] = max(model[i].get(o, (-1, -1)), (count, state))
+        elif op[0] == "start":
+            start[i] += op[2]
+            assert core.write(key, state_epoch[i], leader[i], start[i], [], 0, log) == E.NONE
+            model[i] = {o: v for o, v in model[i].items() if o >= start[i]}
+        elif op[0] == "window":
+            # the whole window again, one more offset delivered once more
+            o = start[i] + op[2]
+            c, s = model[i].get(o, (0, AVAILABLE))
+            model[i][o] = (c + 1, AVAILABLE) if s == AVAILABLE else (c, s)
+            runs = tuple((a, a, c, s) for a, (c, s) in sorted(model[i].items()))
+            assert core.write(key, state_epoch[i], leader[i], start[i], runs, 0, log) == E.NONE
+        elif op[0] == "read":
+            leader[i] += 1
+            assert core.read(key, leader[i], 0, log)[0] == E.NONE
+        else:
+            state_epoch[i] += 1
+            start[i] = op[2]
+            assert core.write(key, state_epoch[i], leader[i], start[i], [], 0, log) == E.NONE
+            model[i] = {}
+        core.appended(0, seen, log[seen:], hw)
+        states_at[len(log)] = dict(core.states)
+    for i, key in enumerate(keys):
+        live = core.states[key]
+        assert _offsets(live.batches) == model[i]
+        assert (live.start_offset, live.state_epoch, live.leader_epoch) == (
+            start[i], state_epoch[i], leader[i])
+        assert live.batches == combine((), live.batches, -1)  # canonical
+    assert replay(log).states == core.states
+    redundant = core.redundant_offset(0, len(log))
+    assert 0 <= redundant <= len(log)
+    tail = [(0, k, v) for _, k, v in log[redundant:]]
+    pruned = ShareCoordinator(1)
+    pruned.load(0, [(redundant + j, *_decoded(k, v)) for j, (_, k, v) in enumerate(tail)])
+    assert pruned.states == core.states
+
+
+def _decoded(k: bytes, v: bytes | None) -> tuple[int, tuple[str, uuid.UUID, int], object]:
+    rtype, key = decode_key(k)
+    value = None if v is None else (
+        decode_snapshot(v) if rtype == SNAPSHOT else decode_update(v))
+    return rtype, key, value
+
+
+def test_a_snapshot_every_n_updates_and_the_count_survives_a_load() -> None:
+    core = ShareCoordinator(1, updates_per_snapshot=3)
+    core.load(0, [])
+    log: list[tuple[int, bytes, bytes | None]] = []
+    key = ("g", TOPIC, 0)
+    for o in range(8):
+        assert core.write(key, 0, 1, 0, [(o, o, 1, ACKNOWLEDGED)], 0, log) == E.NONE
+    assert _types(log) == [SNAPSHOT, UPDATE, UPDATE, UPDATE, SNAPSHOT, UPDATE, UPDATE, UPDATE]
+    assert [decode_snapshot(v).snapshot_epoch for _, k, v in log  # type: ignore[arg-type]
+            if decode_key(k)[0] == SNAPSHOT] == [0, 1]
+    assert decode_update(log[-1][2]).snapshot_epoch == 1  # type: ignore[arg-type]
+    # a new coordinator counts the updates after the last snapshot: the next is one
+    again = replay(log)
+    again.updates_per_snapshot = 3
+    assert again.update_count[key] == 3
+    more: list[tuple[int, bytes, bytes | None]] = []
+    assert again.write(key, 0, 1, 0, [(8, 8, 1, ACKNOWLEDGED)], 0, more) == E.NONE
+    assert _types(more) == [SNAPSHOT]
+    assert decode_snapshot(more[0][2]).batches == ((0, 8, 1, ACKNOWLEDGED),)  # type: ignore[arg-type]
+    # Initialize and a reset (a higher state epoch) are snapshots; 0 means snapshots only
+    assert again.write(key, 1, 1, 20, [], 0, more) == E.NONE
+    assert again.initialize(key, 2, 30, 0, more) == E.NONE
+    assert _types(more) == [SNAPSHOT, SNAPSHOT, SNAPSHOT]
+    only = ShareCoordinator(1, updates_per_snapshot=0)
+    only.load(0, [])
+    snaps: list[tuple[int, bytes, bytes | None]] = []
+    for o in range(3):
+        only.write(key, 0, 1, 0, [(o, o, 1, ACKNOWLEDGED)], 0, snaps)
+    assert _types(snaps) == [SNAPSHOT] * 3
+
+
+def test_a_compacted_state_topic_gets_snapshots_only() -> None:
+    """The cleaner keeps the last record of a key: a topic an older odradek made
+    compacted would lose all but the last update, so it gets snapshots."""
+    core = loaded()
+    core.snapshots_only = True
+    log: list[tuple[int, bytes, bytes | None]] = []
+    key = ("g", TOPIC, 0)
+    for o in range(3):
+        core.write(key, 0, 1, 0, [(o, o, 1, ACKNOWLEDGED)], 0, log)
+    assert _types(log) == [SNAPSHOT] * 3
+
+
+def test_a_write_to_a_large_state_writes_only_its_change() -> None:
+    """2,000 offsets in 1,000 batches; the leader acknowledges one record and sends
+    its whole window (as odradek's leader does) or just that batch (as Kafka's):
+    the record holds the one changed batch, not the state."""
+    core, log = loaded(), []
+    key = ("g", TOPIC, 0)
+    window = [(o, o + 1, 1 + (o // 2) % 2, AVAILABLE) for o in range(0, 2000, 2)]
+    assert core.write(key, 0, 1, 0, window, 0, log) == E.NONE
+    snapshot_bytes = len(log[-1][2])  # type: ignore[arg-type]
+    assert snapshot_bytes > 15_000 and len(core.states[key].batches) == 1000
+    acked = [b if b[0] != 1000 else (1000, 1001, b[2], ACKNOWLEDGED) for b in window]
+    assert core.write(key, 0, 1, 0, acked, 0, log) == E.NONE
+    assert core.write(key, 0, 1, 0, [(1500, 1500, 2, ARCHIVED)], 0, log) == E.NONE
+    for _, k, v in log[-2:]:
+        assert decode_key(k)[0] == UPDATE and v is not None and len(v) < 64, len(v or b"")
+    assert decode_update(log[-2][2]).batches == ((1000, 1001, 1, ACKNOWLEDGED),)  # type: ignore[arg-type]
+    assert decode_update(log[-2][2]).start_offset == -1  # type: ignore[arg-type]
+    # the start moving is in the update too, with nothing else
+    assert core.write(key, 0, 1, 10, [], 0, log) == E.NONE
+    assert decode_update(log[-1][2]).start_offset == 10  # type: ignore[arg-type]
+    assert decode_update(log[-1][2]).batches == ()  # type: ignore[arg-type]
+    # a write that changes nothing writes nothing
+    n = len(log)
+    assert core.write(key, 0, 1, 10, acked, 0, log) == E.NONE and len(log) == n
+    assert replay(log).states == core.states
+
+
+def test_the_redundant_offset_is_the_earliest_committed_last_snapshot() -> None:
+    core = ShareCoordinator(1, updates_per_snapshot=2)
+    core.load(0, [])
+    log: list[tuple[int, bytes, bytes | None]] = []
+    a, b = ("g", TOPIC, 0), ("g", TOPIC, 1)
+
+    def append() -> None:  # one record at the log's end, all before it committed
+        core.appended(0, len(log) - 1, log[-1:], len(log) - 1)
+
+    assert core.redundant_offset(0, 0) == -1
+    core.write(a, 0, 1, 0, [], 0, log)
+    append()  # offset 0: a's snapshot
+    core.write(b, 0, 1, 0, [], 0, log)
+    append()  # offset 1: b's snapshot
+    for o in range(3):  # a: update, update, snapshot (offset 4)
+        core.write(a, 0, 1, 0, [(o, o, 1, ACKNOWLEDGED)], 0, log)
+        append()
+    assert _types(log)[4] == SNAPSHOT
+    # a's snapshot at 4 is not committed yet: its records from 0 on are needed
+    assert core.redundant_offset(0, 4) == 0
+    assert core.redundant_offset(0, 5) == 1  # b's snapshot holds it back
+    core.delete(b, log)
+    append()  # offset 5: b's tombstone
+    # not committed yet: a leader change could lose it, b's snapshot is kept
+    assert core.redundant_offset(0, 5) == 1
+    assert core.redundant_offset(0, 6) == 4
+    core.delete(a, log)
+    append()
+    assert core.redundant_offset(0, len(log)) == len(log)  # nothing left: everything
+
+
+def test_quiet_keys_are_snapshotted_again_so_pruning_passes_them() -> None:
+    """Kafka's cold-partition snapshots: a key whose last snapshot is older than
+    the interval gets a new one (same state, next snapshot epoch, write time now,
+    create time kept), which moves the redundant offset past its old snapshot;
+    when every key's last snapshot is already such a one, nothing is written."""
+    core = ShareCoordinator(1, updates_per_snapshot=500)
+    core.load(0, [])
+    log: list[tuple[int, bytes, bytes | None]] = []
+    quiet, busy = ("g", TOPIC, 0), ("g", TOPIC, 1)
+
+    def append() -> None:
+        core.appended(0, len(log) - 1, log[-1:], len(log) - 1)
+
+    core.write(quiet, 0, 1, 0, [(0, 4, 1, ACKNOWLEDGED)], 1_000, log)
+    append()
+    core.write(busy, 0, 1, 0, [], 1_000, log)
+    append()
+    for o in range(5):  # updates of the busy key
+        core.write(busy, 0, 1, 0, [(o, o, 1, ACKNOWLEDGED)], 2_000 + o, log)
+        append()
+    assert core.redundant_offset(0, len(log)) == 0  # the quiet key holds it back
+    out: list[tuple[int, bytes, bytes | None]] = []
+    assert core.cold_snapshots(0, 100_000, 300_000, out) == 0  # not old enough
+    assert core.cold_snapshots(0, 301_000, 300_000, out) == 2
+    for record in out:
+        log.append(record)
+        append()
+    snap = decode_snapshot(out[0][2])  # type: ignore[arg-type]
+    assert (snap.snapshot_epoch, snap.create_ms, snap.write_ms) == (1, 1_000, 301_000)
+    assert snap.batches == ((0, 4, 1, ACKNOWLEDGED),)
+    assert core.redundant_offset(0, len(log)) == len(log) - 2
+    assert replay(log[len(log) - 2:]).states == core.states
+    # every key's last snapshot is a cold one: the partition is quiet
+    assert core.cold_snapshots(0, 700_000, 300_000, []) == 0
