@@ -19,6 +19,12 @@ node ~0.003) and the CPU per record is also given less that rate over the
 run's wall time: on a loaded box the wall time, and with it the idle share,
 varies from run to run.
 
+`--rf1-nodes 3` also runs three single-node brokers at once, one producer each
+(RF=1 with three broker processes sharing the cores as the cluster's do), and
+gives the RF=3 ratio against that too. Each run reports its user and system
+CPU per record apart. `--py-spy DIR` samples every broker during the throughput
+runs; the sampler slows the brokers, so do not compare those runs' figures with others.
+
 Failover: on the cluster, a topic with one partition, RF=3. A producer sends
 one acks=all record at a time (each waits for its acknowledgement); the
 partition leader is killed with SIGKILL; the clock runs from the kill to the
