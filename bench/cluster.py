@@ -117,13 +117,13 @@ def create(bootstrap: str, topic: str, partitions: int, rf: int,
     raise RuntimeError(f"{topic} not ready")
 
 
-def _producer(bootstrap: str, errors: list[str]) -> Any:
+def _producer(bootstrap: str, errors: list[str], acks: str = "all") -> Any:
     def on_delivery(err: Any, _msg: Any) -> None:
         if err is not None:
             errors.append(str(err))
 
     return Producer({
-        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
         "compression.type": "none", "batch.size": 1_000_000,
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
         "delivery.report.only.error": True, "on_delivery": on_delivery,
@@ -153,13 +153,13 @@ def _send_all(p: Any, topic: str, records: int, size: int) -> int:
 
 def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
                broker_pids: list[int], spy_dir: Path | None = None,
-               spy_name: str = "") -> dict[str, Any]:
+               spy_name: str = "", acks: str = "all") -> dict[str, Any]:
     """One producer; or, given several bootstraps, one producer per bootstrap
     at once, each sending its share of `records` (several RF=1 nodes loading
     the box as the RF=3 cluster's three brokers do)."""
     errors: list[str] = []
     bootstraps = [bootstrap] if isinstance(bootstrap, str) else bootstrap
-    producers = [_producer(b, errors) for b in bootstraps]
+    producers = [_producer(b, errors, acks) for b in bootstraps]
     for p in producers:
         p.list_topics(topic, timeout=15)
     # what the brokers burn with no records (heartbeats, metadata and follower
@@ -379,6 +379,9 @@ def main() -> int:
                          "(one at a time, a Fetch parked before each; no client library)")
     ap.add_argument("--setups", nargs="+", default=["single", "cluster"],
                     choices=["single", "cluster"], help="which setups the latency runs use")
+    ap.add_argument("--throughput-acks", default="all", choices=["1", "all"],
+                    help="producer acks of the throughput runs (default all; 1 keeps the "
+                         "followers' copying and drops the produce's wait for them)")
     ap.add_argument("--rf1-nodes", type=int, default=1, metavar="N",
                     help="also N single-node brokers at once, one producer each, RF=1: "
                          "the RF=1 cost per record when N broker processes share the cores "
@@ -391,14 +394,16 @@ def main() -> int:
     if args.latency:
         return latency_main(args)
     base = Path(tempfile.mkdtemp(prefix="odradek-bench-cluster-"))
-    result: dict[str, Any] = {"box_cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]}
+    result: dict[str, Any] = {"box_cpus": os.cpu_count(), "load_1m": os.getloadavg()[0],
+                              "acks": args.throughput_acks}
 
     single = BrokerProcess(data_dir=base / "single").start()
     try:
         create(single.bootstrap, "bench", PARTITIONS, 1)
         result["single_rf1"] = throughput(single.bootstrap, "bench", args.records, args.size,
-                                          [single.pid or 0], args.py_spy, "rf1")
-        print("single node, RF=1, acks=all:", result["single_rf1"], flush=True)
+                                          [single.pid or 0], args.py_spy, "rf1",
+                                          args.throughput_acks)
+        print(f"single node, RF=1, acks={args.throughput_acks}:", result["single_rf1"], flush=True)
     finally:
         single.close()
 
@@ -410,8 +415,9 @@ def main() -> int:
                 create(node.bootstrap, "bench", PARTITIONS, 1)
             result["parallel_rf1"] = throughput(
                 [n.bootstrap for n in nodes], "bench", args.records, args.size,
-                [n.pid or 0 for n in nodes], args.py_spy, "rf1-parallel")
-            print(f"{args.rf1_nodes} single nodes at once, RF=1, acks=all:",
+                [n.pid or 0 for n in nodes], args.py_spy, "rf1-parallel",
+                args.throughput_acks)
+            print(f"{args.rf1_nodes} single nodes at once, RF=1, acks={args.throughput_acks}:",
                   result["parallel_rf1"], flush=True)
         finally:
             for node in nodes:
@@ -422,8 +428,8 @@ def main() -> int:
         create(cluster.bootstrap, "bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
         pids = [b.pid or 0 for b in cluster.brokers.values()] + [cluster.controller.pid or 0]
         result["cluster_rf3"] = throughput(cluster.bootstrap, "bench", args.records, args.size,
-                                           pids, args.py_spy, "rf3")
-        print("3 brokers, RF=3, acks=all:", result["cluster_rf3"], flush=True)
+                                           pids, args.py_spy, "rf3", args.throughput_acks)
+        print(f"3 brokers, RF=3, acks={args.throughput_acks}:", result["cluster_rf3"], flush=True)
         if args.rounds > 0:  # --rounds 0: throughput only
             create(cluster.bootstrap, "failover", 1, 3, {"min.insync.replicas": "2"})
             times = [failover_round(cluster, "failover") for _ in range(args.rounds)]
