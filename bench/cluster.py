@@ -19,6 +19,12 @@ node ~0.003) and the CPU per record is also given less that rate over the
 run's wall time: on a loaded box the wall time, and with it the idle share,
 varies from run to run.
 
+`--rf1-nodes 3` also runs three single-node brokers at once, one producer each
+(RF=1 with three broker processes sharing the cores as the cluster's do), and
+gives the RF=3 ratio against that too. Each run reports its user and system
+CPU per record apart. `--py-spy DIR` samples every broker during the throughput
+runs; the sampler slows the brokers, so do not compare those runs' figures with others.
+
 Failover: on the cluster, a topic with one partition, RF=3. A producer sends
 one acks=all record at a time (each waits for its acknowledgement); the
 partition leader is killed with SIGKILL; the clock runs from the kill to the
@@ -80,14 +86,19 @@ IDLE_S = 3.0  # the brokers' idle CPU is sampled this long before a throughput r
 
 
 def cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
+    return sum(user_sys_seconds(pids))
+
+
+def user_sys_seconds(pids: list[int]) -> tuple[float, float]:
+    user = system = 0.0
     for pid in pids:
         try:
             t = psutil.Process(pid).cpu_times()
-            total += t.user + t.system
+            user += t.user
+            system += t.system
         except psutil.Error:
             pass
-    return total
+    return user, system
 
 
 def create(bootstrap: str, topic: str, partitions: int, rf: int,
@@ -106,31 +117,23 @@ def create(bootstrap: str, topic: str, partitions: int, rf: int,
     raise RuntimeError(f"{topic} not ready")
 
 
-def throughput(bootstrap: str, topic: str, records: int, size: int,
-               broker_pids: list[int]) -> dict[str, Any]:
-    errors: list[str] = []
-
+def _producer(bootstrap: str, errors: list[str], acks: str = "all") -> Any:
     def on_delivery(err: Any, _msg: Any) -> None:
         if err is not None:
             errors.append(str(err))
 
-    p = Producer({
-        "bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5,
+    return Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
         "compression.type": "none", "batch.size": 1_000_000,
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
         "delivery.report.only.error": True, "on_delivery": on_delivery,
         "message.timeout.ms": 300_000,
     })
-    p.list_topics(topic, timeout=15)
+
+
+def _send_all(p: Any, topic: str, records: int, size: int) -> int:
+    """Send `records` records round the partitions; the records not delivered."""
     template = [{"value": os.urandom(size)} for _ in range(CHUNK)]
-    # what the brokers burn with no records (heartbeats, metadata and follower
-    # long-polls at the test cluster's short intervals): counted separately
-    idle0, t_idle = cpu_seconds(broker_pids), time.monotonic()
-    time.sleep(IDLE_S)
-    idle_cores = (cpu_seconds(broker_pids) - idle0) / (time.monotonic() - t_idle)
-    me = psutil.Process()
-    broker0, client0 = cpu_seconds(broker_pids), sum(me.cpu_times()[:2])
-    t0 = time.monotonic()
     sent = 0
     calls = 0
     while sent < records:
@@ -145,21 +148,96 @@ def throughput(bootstrap: str, topic: str, records: int, size: int,
         calls += 1
         sent += n
         p.poll(0)
-    left = p.flush(300)
+    return int(p.flush(300))
+
+
+def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
+               broker_pids: list[int], spy_dir: Path | None = None,
+               spy_name: str = "", acks: str = "all") -> dict[str, Any]:
+    """One producer; or, given several bootstraps, one producer per bootstrap
+    at once, each sending its share of `records` (several RF=1 nodes loading
+    the box as the RF=3 cluster's three brokers do)."""
+    errors: list[str] = []
+    bootstraps = [bootstrap] if isinstance(bootstrap, str) else bootstrap
+    producers = [_producer(b, errors, acks) for b in bootstraps]
+    for p in producers:
+        p.list_topics(topic, timeout=15)
+    # what the brokers burn with no records (heartbeats, metadata and follower
+    # long-polls at the test cluster's short intervals): counted separately
+    idle0, t_idle = cpu_seconds(broker_pids), time.monotonic()
+    time.sleep(IDLE_S)
+    idle_cores = (cpu_seconds(broker_pids) - idle0) / (time.monotonic() - t_idle)
+    me = psutil.Process()
+    spies = start_py_spy(spy_dir, spy_name, broker_pids)
+    (user0, sys0), client0 = user_sys_seconds(broker_pids), sum(me.cpu_times()[:2])
+    broker0 = user0 + sys0
+    t0 = time.monotonic()
+    shares = [records // len(producers) + (i < records % len(producers))
+              for i in range(len(producers))]
+    if len(producers) == 1:
+        left = _send_all(producers[0], topic, records, size)
+    else:
+        lefts = [0] * len(producers)
+
+        def send(i: int) -> None:
+            lefts[i] = _send_all(producers[i], topic, shares[i], size)
+
+        threads = [threading.Thread(target=send, args=(i,)) for i in range(len(producers))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        left = sum(lefts)
     wall = time.monotonic() - t0
-    broker_cpu = cpu_seconds(broker_pids) - broker0
+    user1, sys1 = user_sys_seconds(broker_pids)
+    broker_cpu = user1 + sys1 - broker0
     client_cpu = sum(me.cpu_times()[:2]) - client0
+    stop_py_spy(spies)
     assert left == 0 and not errors, (left, errors[:3])
     return {
         "records": records, "size": size, "wall_s": round(wall, 2),
         "records_per_s": round(records / wall), "mb_per_s": round(records * size / wall / 1e6, 1),
         "broker_cpu_s": round(broker_cpu, 2), "client_cpu_s": round(client_cpu, 2),
         "broker_cpu_us_per_record": round(broker_cpu / records * 1e6, 1),
+        # the kernel's share (socket copies, page-cache writes) and the process's own
+        "broker_user_us_per_record": round((user1 - user0) / records * 1e6, 2),
+        "broker_sys_us_per_record": round((sys1 - sys0) / records * 1e6, 2),
         "broker_idle_cores": round(idle_cores, 4),
         # the same less the idle rate over the run's wall time
         "broker_cpu_us_per_record_less_idle": round(
             max(broker_cpu - idle_cores * wall, 0.0) / records * 1e6, 2),
     }
+
+
+def start_py_spy(spy_dir: Path | None, name: str, pids: list[int]) -> list[Any]:
+    """--py-spy DIR: sample each broker process for the length of a throughput run
+    (collapsed stacks with thread names, DIR/<name>-<pid>.txt). The samplers cost CPU
+    of their own, so the CPU figures of a sampled run are not comparable to others."""
+    if spy_dir is None:
+        return []
+    import subprocess
+
+    exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    spy_dir.mkdir(parents=True, exist_ok=True)
+    spies = [subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "200", "--threads",
+                               "--format", "raw", "--output", str(spy_dir / f"{name}-{pid}.txt")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for pid in pids]
+    time.sleep(1.0)  # attached before the producer starts
+    return spies
+
+
+def stop_py_spy(spies: list[Any]) -> None:
+    import signal
+    import subprocess
+
+    for spy in spies:
+        spy.send_signal(signal.SIGINT)
+    for spy in spies:
+        try:
+            spy.wait(30)
+        except subprocess.TimeoutExpired:
+            spy.kill()
 
 
 def latency(bootstrap: str, topic: str, rate: int, seconds: float,
@@ -301,28 +379,57 @@ def main() -> int:
                          "(one at a time, a Fetch parked before each; no client library)")
     ap.add_argument("--setups", nargs="+", default=["single", "cluster"],
                     choices=["single", "cluster"], help="which setups the latency runs use")
+    ap.add_argument("--throughput-acks", default="all", choices=["1", "all"],
+                    help="producer acks of the throughput runs (default all; 1 keeps the "
+                         "followers' copying and drops the produce's wait for them)")
+    ap.add_argument("--rf1-nodes", type=int, default=1, metavar="N",
+                    help="also N single-node brokers at once, one producer each, RF=1: "
+                         "the RF=1 cost per record when N broker processes share the cores "
+                         "as the RF=3 cluster's brokers do (default 1: not run)")
+    ap.add_argument("--py-spy", type=Path, default=None, metavar="DIR",
+                    help="sample every broker with py-spy during the throughput runs "
+                         "(raw collapsed stacks in DIR; CPU figures then include no sampler "
+                         "but the brokers are slowed by it)")
     args = ap.parse_args()
     if args.latency:
         return latency_main(args)
     base = Path(tempfile.mkdtemp(prefix="odradek-bench-cluster-"))
-    result: dict[str, Any] = {"box_cpus": os.cpu_count(), "load_1m": os.getloadavg()[0]}
+    result: dict[str, Any] = {"box_cpus": os.cpu_count(), "load_1m": os.getloadavg()[0],
+                              "acks": args.throughput_acks}
 
     single = BrokerProcess(data_dir=base / "single").start()
     try:
         create(single.bootstrap, "bench", PARTITIONS, 1)
         result["single_rf1"] = throughput(single.bootstrap, "bench", args.records, args.size,
-                                          [single.pid or 0])
-        print("single node, RF=1, acks=all:", result["single_rf1"], flush=True)
+                                          [single.pid or 0], args.py_spy, "rf1",
+                                          args.throughput_acks)
+        print(f"single node, RF=1, acks={args.throughput_acks}:", result["single_rf1"], flush=True)
     finally:
         single.close()
+
+    if args.rf1_nodes > 1:
+        nodes = [BrokerProcess(data_dir=base / f"single-{i}").start()
+                 for i in range(args.rf1_nodes)]
+        try:
+            for node in nodes:
+                create(node.bootstrap, "bench", PARTITIONS, 1)
+            result["parallel_rf1"] = throughput(
+                [n.bootstrap for n in nodes], "bench", args.records, args.size,
+                [n.pid or 0 for n in nodes], args.py_spy, "rf1-parallel",
+                args.throughput_acks)
+            print(f"{args.rf1_nodes} single nodes at once, RF=1, acks={args.throughput_acks}:",
+                  result["parallel_rf1"], flush=True)
+        finally:
+            for node in nodes:
+                node.close()
 
     cluster = ClusterProcesses(base / "cluster", brokers=3).start()
     try:
         create(cluster.bootstrap, "bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
         pids = [b.pid or 0 for b in cluster.brokers.values()] + [cluster.controller.pid or 0]
         result["cluster_rf3"] = throughput(cluster.bootstrap, "bench", args.records, args.size,
-                                           pids)
-        print("3 brokers, RF=3, acks=all:", result["cluster_rf3"], flush=True)
+                                           pids, args.py_spy, "rf3", args.throughput_acks)
+        print(f"3 brokers, RF=3, acks={args.throughput_acks}:", result["cluster_rf3"], flush=True)
         if args.rounds > 0:  # --rounds 0: throughput only
             create(cluster.bootstrap, "failover", 1, 3, {"min.insync.replicas": "2"})
             times = [failover_round(cluster, "failover") for _ in range(args.rounds)]
@@ -339,6 +446,11 @@ def main() -> int:
         c["broker_cpu_us_per_record"] / s["broker_cpu_us_per_record"], 2)
     result["cpu_ratio_per_record_less_idle"] = round(
         c["broker_cpu_us_per_record_less_idle"] / s["broker_cpu_us_per_record_less_idle"], 2)
+    if "parallel_rf1" in result:
+        # against RF=1 nodes that share the cores as the cluster's brokers do
+        result["cpu_ratio_per_record_less_idle_vs_parallel_rf1"] = round(
+            c["broker_cpu_us_per_record_less_idle"]
+            / result["parallel_rf1"]["broker_cpu_us_per_record_less_idle"], 2)
     return write_result("cluster", result)
 
 

@@ -123,6 +123,9 @@ class ReplicaFetcher:
         self.timeout_s: float = config.get("replica.socket.timeout.ms") / 1000
         self._channel: KafkaChannel | None = None
         self._address: tuple[str, int, str] | None = None
+        # the leader's endpoint as of this metadata image (images are replaced,
+        # never changed): looked up once per image, not once per fetch
+        self._address_image: object = None
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
         # partitions whose state is being built from the remote tier: not fetched
@@ -154,9 +157,13 @@ class ReplicaFetcher:
         return ep.host, ep.port, ep.listener
 
     def _channel_for_leader(self) -> KafkaChannel | None:
+        image = self.broker.image
+        if self._channel is not None and image is self._address_image:
+            return self._channel
         address = self._leader_address()
         if address is None:
             return None
+        self._address_image = image
         if self._channel is None or address != self._address:
             if self._channel is not None:
                 self._channel.close()
