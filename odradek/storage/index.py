@@ -157,6 +157,10 @@ class _IndexFile:
 
     @property
     def entries(self) -> int:
+        if self._writable:
+            # An active index's entries are never dropped, and only its owner
+            # (the partition's appender) asks on that path: no lease needed.
+            return self._count()
         self._acquire()
         try:
             return self._count()
@@ -281,7 +285,7 @@ class _IndexFile:
                 self._cache.admit_locked(self, self._memory_bytes(), loaded=False)
 
     def is_full(self) -> bool:
-        return self.entries >= self._max_entries
+        return self.entries >= self._max_entries  # (no lease when writable: see entries)
 
     @property
     def max_entries(self) -> int:
