@@ -182,6 +182,8 @@ CONFIG = LogConfig(segment_bytes=2000, index_interval_bytes=64)
 def small_process_cache() -> Iterator[IndexCache]:
     saved = INDEX_CACHE.max_bytes
     INDEX_CACHE.configure(1500)  # a few closed segments' indexes
+    with INDEX_CACHE.lock:
+        INDEX_CACHE.clear_idle_locked()  # what earlier tests' logs left in it
     try:
         yield INDEX_CACHE
     finally:
@@ -203,6 +205,7 @@ def _read_everything(log: PartitionLog) -> list[tuple[int, int, bytes | None]]:
 
 def test_a_log_read_from_offset_zero_under_a_small_budget(
         tmp_path: Path, small_process_cache: IndexCache) -> None:
+    assert small_process_cache.bytes == 0
     log = PartitionLog.open(tmp_path / "t-0", "t", 0, CONFIG, TOPIC_ID, clock_ms=lambda: 5)
     for b in range(300):
         buf = bytearray(build_batch([Record(-1, 10_000 + 3 * b + i, b"k", b"%d" % b * 10)
@@ -221,4 +224,5 @@ def test_a_log_read_from_offset_zero_under_a_small_budget(
         assert log.offset_for_timestamp(target) is not None
         assert log.offset_for_timestamp(target)[0] == target - 10_000  # type: ignore[index]
     assert cache.bytes <= cache.max_bytes
-    log.close()
+    log.close()  # closed for good: its entries leave the cache
+    assert cache.bytes == 0
