@@ -125,6 +125,12 @@ _DEFS: list[ConfigDef] = [
        "recently used idle one is closed and opened again on its next use). -1: half "
        "of the open-files limit left after odradek.open.files.reserve (at least "
        "16); 0: no bound.", MEDIUM, at_least(-1)),
+    _d("odradek.log.index.cache.max.bytes", L, 64 * 1024 * 1024, "odradek only: bytes of "
+       "closed segments' index entries (.index and .timeindex, about 5 MiB per GiB of log "
+       "at the default index.interval.bytes) kept in memory; past it the least recently "
+       "used idle ones are dropped and read from their files again on their next use "
+       "(reads in flight keep theirs). Active segments' indexes are not counted. "
+       "0: no bound.", MEDIUM, at_least(0)),
     _d("num.recovery.threads.per.data.dir", I, 1, "Threads per log dir for recovery at "
        "start-up and flushing at shutdown.", HIGH, at_least(1)),
     # --- topic defaults ---

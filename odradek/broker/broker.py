@@ -41,6 +41,7 @@ from ..security.tls import ListenerTls
 from ..storage.cleaner.manager import CleanerConfig, LogCleaner
 from ..storage.flusher import Flusher
 from ..storage.free_space import FreeSpaceFloor
+from ..storage.index_cache import INDEX_CACHE
 from ..storage.log import kafka_uuid_string
 from ..storage.log_config import LogConfig
 from ..storage.log_manager import LogManager
@@ -267,6 +268,7 @@ class Broker:
         soft_limit, _ = raise_open_files_limit()
         configure_segment_files(self.config.get("odradek.log.segment.open.files.max"),
                                 soft_limit, self.config.get("odradek.open.files.reserve"))
+        INDEX_CACHE.configure(self.config.get("odradek.log.index.cache.max.bytes"))
         loop = asyncio.get_running_loop()
         # Bind before anything registers an endpoint (Kafka's SocketServer
         # binds before BrokerLifecycleManager registers): a taken port stops

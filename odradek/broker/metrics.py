@@ -27,6 +27,11 @@ Kafka exposes JMX MBeans; odradek exposes the same ideas with Prometheus names:
     odradek_log_segment_files_evicted_total     idle files closed by the bound
     odradek_event_loop_lag_seconds              how late the loop ran a 50 ms timer (loop_watch.py)
     odradek_gc_pause_seconds{generation}        Python's garbage collections
+    odradek_log_index_cache_bytes               closed segments' index entries in memory
+    odradek_log_index_cache_max_bytes           their budget (0: none)
+    odradek_log_index_cache_entries             closed indexes in memory
+    odradek_log_index_cache_loads_total         closed indexes read from their files
+    odradek_log_index_cache_evictions_total     idle closed indexes dropped by the budget
 
 Per-request cost is one counter increment and one histogram observation; the
 per-partition figures are read only when the endpoint is scraped. Each broker
@@ -47,6 +52,7 @@ from ..protocol import api
 from ..replication.leader_replication import LeaderReplication
 from ..replication.replica_manager import ReplicaManager
 from ..replication.scrubber import Scrubber
+from ..storage.index_cache import INDEX_CACHE
 from ..storage.log_manager import LogManager
 from ..storage.open_files import SEGMENT_FILES
 from .fetch_memory import FetchMemory
@@ -184,6 +190,20 @@ class BrokerMetrics:
              lambda: files.evicted_total),
         ):
             Gauge(f"odradek_log_segment_{name}", what, registry=self.registry
+                  ).set_function(read)
+        indexes = INDEX_CACHE
+        for name, what, read in (
+            ("bytes", "Bytes of closed segments' index entries in memory", lambda: indexes.bytes),
+            ("max_bytes", "odradek.log.index.cache.max.bytes (0: none)",
+             lambda: indexes.max_bytes),
+            ("entries", "Closed segments' indexes whose entries are in memory",
+             lambda: indexes.entries),
+            ("loads_total", "Closed segments' indexes read from their files",
+             lambda: indexes.loads_total),
+            ("evictions_total", "Idle closed segments' indexes dropped by the budget",
+             lambda: indexes.evictions_total),
+        ):
+            Gauge(f"odradek_log_index_cache_{name}", what, registry=self.registry
                   ).set_function(read)
         self.loop_watch = LoopWatch(self.registry)
         # api key -> (requests child, latency child, errors child), made on first use

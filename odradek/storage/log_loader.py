@@ -145,6 +145,7 @@ def load_segments(
     bases = _segment_bases(dir)
     epoch_cache = LeaderEpochFileCache.load(dir)
     epoch_cache.defer_writes()  # one write at the end, if the load changed it
+    latest_loaded = epoch_cache.entries[-1] if epoch_cache.entries else None
     recover_from = _first_segment_to_recover(dir, bases, recovery_point, had_clean_shutdown)
     segments: list[LogSegment] = []
     truncated = 0
@@ -214,6 +215,14 @@ def load_segments(
         recovered_to = segments[recover_from].base_offset if recover_from < len(
             segments) else leo
     epoch_cache.truncate_from_end(leo)
+    if (latest_loaded is not None and latest_loaded[1] == leo
+            and latest_loaded[0] > epoch_cache.latest_epoch()):
+        # The latest epoch starts at the log end: its leader wrote nothing in
+        # it yet (an empty partition's only entry, "0 0"). It still describes
+        # the log as it is, so it stays: dropping it would rewrite the
+        # checkpoint here and becoming leader in the same epoch would write it
+        # back, two fsyncs per such partition on every start.
+        epoch_cache.assign(*latest_loaded)
     if not epoch_cache.entries and leo > start:
         first = segments[0].first_batch_header()
         if first is not None and first.partition_leader_epoch >= 0:

@@ -463,6 +463,11 @@ class LogSegment(SegmentFacts):
             self._maybe_append_time_entry(final=True)
         self.offset_index.close()
         self.time_index.close()
+        # Closed for good (shutdown, deletion, a replica moved): the entries
+        # leave the process's index cache (index_cache.py), which would
+        # otherwise keep them until pushed out, or for ever with no bound.
+        self.offset_index.release()
+        self.time_index.release()
         self.log.close()
 
     def delete(self) -> None:

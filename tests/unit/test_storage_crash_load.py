@@ -82,3 +82,44 @@ def test_a_torn_tail_past_the_recovery_point_is_cut(tmp_path: Path) -> None:
     assert again.load_progress.partitions_recovered == 1
     for log in again.all_logs():
         log.close()
+
+
+def test_a_restart_of_an_unchanged_empty_partition_writes_no_epoch_checkpoint(
+        tmp_path: Path) -> None:
+    """An empty partition's only epoch entry ("0 0": the leader's epoch begins
+    at the log end) survives the load, so neither the load nor becoming leader
+    in that epoch again rewrites the file: after a clean stop and after kill -9
+    (issue 15.4: two fsyncs per empty partition on every start before)."""
+    root = tmp_path / "d"
+    manager = LogManager([root], CONFIG, CLUSTER, 1)
+    manager.startup()
+    for p in range(3):
+        log = manager.get_or_create("t", p, TOPIC_ID, CONFIG)
+        log.assign_leader_epoch(0)
+        if p == 2:
+            _append(log)  # a partition with data, for contrast: "0 0" and leo 3
+    manager.checkpoint_recovery_points()
+    manager.shutdown()
+    checkpoints = [root / f"t-{p}" / "leader-epoch-checkpoint" for p in range(3)]
+    before = [(c.stat().st_ino, c.stat().st_mtime_ns) for c in checkpoints]
+    for stop_cleanly in (True, False, True):  # the third start follows a kill -9
+        again = LogManager([root], CONFIG, CLUSTER, 1)
+        again.startup()
+        for p in range(3):
+            log = again.get("t", p)
+            assert log is not None
+            assert log.leader_epoch_cache.entries == [(0, 0)]
+            assert not log.assign_leader_epoch(0)  # becoming leader again: no change
+        if stop_cleanly:
+            again.shutdown()
+        else:
+            assert not (root / CLEAN_SHUTDOWN_FILE).exists()  # killed here: no marker
+        assert [(c.stat().st_ino, c.stat().st_mtime_ns) for c in checkpoints] == before
+    # a new epoch is still written, once
+    last = LogManager([root], CONFIG, CLUSTER, 1)
+    last.startup()
+    log = last.get("t", 0)
+    assert log is not None and log.assign_leader_epoch(1)
+    assert log.leader_epoch_cache.entries == [(1, 0)]
+    assert checkpoints[0].read_text().split("\n")[2] == "1 0"
+    last.shutdown()
