@@ -438,6 +438,20 @@ def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
     raise RuntimeError(f"topics {names} not ready after 30 s")
 
 
+def warm_group(bootstrap: str, topic: str) -> None:
+    """The consumers name a group.id, so librdkafka looks up its coordinator at start:
+    odradek then creates __consumer_offsets (50 partitions, ~1-2 s on this machine),
+    which overlapped the first measured consume run. Do it before any run."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-bench",
+                         "enable.auto.commit": False})
+    try:
+        consumer.committed([TopicPartition(topic, 0)], timeout=60)  # OffsetFetch: coordinator up
+    finally:
+        consumer.close()
+
+
 def collect(ctx: Any, procs: list[Any], out: Any, n: int, deadline: float) -> list[dict[str, Any]]:
     results = []
     import queue as queue_mod
@@ -635,6 +649,7 @@ def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
         topics = [f"bench-{label}-{acks}" for label, _, _ in plan for acks in ("acks1", "acksall")]
         create_topics(broker.bootstrap, topics, args.partitions)
         create_topics(broker.bootstrap, ["bench-latency"], 1)
+        warm_group(broker.bootstrap, topics[0])
         for label, size, count in plan:
             written = 0
             for acks, acks_name in acks_plan:
