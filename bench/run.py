@@ -174,7 +174,7 @@ def consumer_proc(bootstrap: str, topic: str, partitions: list[int], total: int,
         # which answers what is asked as Kafka does: 4 x 10 MiB = 40 MB answers, which
         # librdkafka receives into fresh mmap()ed buffers (a page fault per 4 KiB, ~35%
         # of its receiving thread) and cannot hand out before the whole answer is in
-        # (first record 0.2-0.8 s later). docs/benchmarks.md, "One consumer".
+        # (first record 0.1-0.8 s later). docs/benchmarks.md, "One consumer".
         "max.partition.fetch.bytes": partition_fetch_bytes,
         "queued.min.messages": 200_000,
         # librdkafka pauses fetching for fetch.queue.backoff.ms (1 s by default) once
