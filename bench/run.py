@@ -151,9 +151,17 @@ def producer_proc(bootstrap: str, topic: str, count: int, size: int, acks: str,
 
 
 def consumer_proc(bootstrap: str, topic: str, partitions: list[int], total: int,
-                  shared_count: Any, deadline: float, go: Any, out: Any) -> None:
+                  shared_count: Any, deadline: float, go: Any, out: Any,
+                  partition_fetch_bytes: int = 1_048_576, gc_threshold: int = 0) -> None:
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+    if gc_threshold:
+        # consume() makes 10,000 Message objects per call, all tracked by the cyclic GC:
+        # with Python's default threshold (700) its collections are ~35% of the consumer's
+        # main thread, on any broker (--client-gc-threshold).
+        import gc
+
+        gc.set_threshold(gc_threshold, 50, 100)
     consumer = Consumer({
         "bootstrap.servers": bootstrap,
         "group.id": "odradek-bench",  # required by the client; no group is joined
@@ -161,7 +169,13 @@ def consumer_proc(bootstrap: str, topic: str, partitions: list[int], total: int,
         "enable.auto.offset.store": False,
         "fetch.wait.max.ms": 100,
         "fetch.max.bytes": 52_428_800,
-        "max.partition.fetch.bytes": 10_485_760,
+        # The clients' default (1 MiB). tansu answers at most 5 MiB whatever is asked
+        # (DEFAULT_MAX_BYTES in its fetch.rs), so a larger value bound only odradek,
+        # which answers what is asked as Kafka does: 4 x 10 MiB = 40 MB answers, which
+        # librdkafka receives into fresh mmap()ed buffers (a page fault per 4 KiB, ~35%
+        # of its receiving thread) and cannot hand out before the whole answer is in
+        # (first record 0.1-0.8 s later). docs/benchmarks.md, "One consumer".
+        "max.partition.fetch.bytes": partition_fetch_bytes,
         "queued.min.messages": 200_000,
         # librdkafka pauses fetching for fetch.queue.backoff.ms (1 s by default) once
         # its local queue passes queued.min.messages; a broker that answers with full
@@ -177,6 +191,7 @@ def consumer_proc(bootstrap: str, topic: str, partitions: list[int], total: int,
     got = errors = 0
     first_error = None
     t_last = cpu_last = 0.0
+    t_first = -1.0
     while time.time() < deadline:
         msgs = consumer.consume(num_messages=10_000, timeout=0.1)
         bad = 0
@@ -188,6 +203,8 @@ def consumer_proc(bootstrap: str, topic: str, partitions: list[int], total: int,
         errors += bad
         n = len(msgs) - bad
         got += n
+        if n and t_first < 0:
+            t_first = time.time() - t0
         if n:
             # The end is the last record's arrival: consume() waits out its timeout
             # when fewer than num_messages are left, and that wait is not the broker's.
@@ -200,7 +217,7 @@ def consumer_proc(bootstrap: str, topic: str, partitions: list[int], total: int,
     consumer.close()
     out.put({"role": "consumer", "start": t0, "end": t1, "cpu_s": cpu1 - cpu0,
              "received": got, "errors": errors, "first_error": first_error,
-             "timed_out": shared_count.value < total})
+             "first_record_s": t_first, "timed_out": shared_count.value < total})
 
 
 def latency_producer_proc(bootstrap: str, topic: str, rate: int, duration_s: float,
@@ -421,6 +438,20 @@ def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
     raise RuntimeError(f"topics {names} not ready after 30 s")
 
 
+def warm_group(bootstrap: str, topic: str) -> None:
+    """The consumers name a group.id, so librdkafka looks up its coordinator at start:
+    odradek then creates __consumer_offsets (50 partitions, ~1-2 s on this machine),
+    which overlapped the first measured consume run. Do it before any run."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "odradek-bench",
+                         "enable.auto.commit": False})
+    try:
+        consumer.committed([TopicPartition(topic, 0)], timeout=60)  # OffsetFetch: coordinator up
+    finally:
+        consumer.close()
+
+
 def collect(ctx: Any, procs: list[Any], out: Any, n: int, deadline: float) -> list[dict[str, Any]]:
     results = []
     import queue as queue_mod
@@ -495,7 +526,8 @@ def run_consume(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, name: str, topi
     assignment = [[p for p in range(args.partitions) if p % n == i] for i in range(n)]
     procs = [ctx.Process(target=consumer_proc, daemon=True,
                          args=(broker.bootstrap, topic, assignment[i], count, shared,
-                               deadline, go, out))
+                               deadline, go, out, args.partition_fetch_bytes,
+                               args.client_gc_threshold))
              for i in range(n)]
     rs, sampler = run_clients(ctx, cpu, procs, go, out, deadline)
     res = Result(broker.kind, name, record_bytes=size, extra={"consumers": n, "expected": count})
@@ -504,6 +536,7 @@ def run_consume(ctx: Any, broker: BrokerProcess, cpu: BrokerCpu, name: str, topi
         return res
     received = sum(r["received"] for r in rs)
     summarize(res, rs, sampler, received)
+    res.extra["first_record_s"] = max(r.get("first_record_s", -1.0) for r in rs)
     res.timed_out = len(rs) < n or received < count
     return res
 
@@ -616,7 +649,9 @@ def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
         topics = [f"bench-{label}-{acks}" for label, _, _ in plan for acks in ("acks1", "acksall")]
         create_topics(broker.bootstrap, topics, args.partitions)
         create_topics(broker.bootstrap, ["bench-latency"], 1)
+        warm_group(broker.bootstrap, topics[0])
         for label, size, count in plan:
+            written = 0
             for acks, acks_name in acks_plan:
                 name = f"produce {label} acks={acks}"
                 runs = []
@@ -629,14 +664,19 @@ def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
                     log(f"[{kind}]   {fmt_result(runs[-1])}")
                     if not broker.is_running():
                         raise RuntimeError(f"{kind} broker died; log tail:\n{broker.log_tail()}")
+                if acks == "1":
+                    written = sum(r.records for r in runs)
                 results.append(median_run(runs))
             name = f"consume {label}"
+            # Each consume run reads all the produce runs wrote (--repeat times count):
+            # a 1M-record run lasts ~0.6 s, too short to judge.
+            to_read = max(count, written) if args.consume_all else count
             runs = []
             for i in range(args.repeat):
-                log(f"[{kind}] {name}: {count:,} records (run {i + 1}/{args.repeat})")
+                log(f"[{kind}] {name}: {to_read:,} records (run {i + 1}/{args.repeat})")
                 with py_spy(args, kind, broker, f"consume-{label}-{i}"):
                     runs.append(run_consume(ctx, broker, cpu, name, f"bench-{label}-acks1",
-                                            count, size, args))
+                                            to_read, size, args))
                 log(f"[{kind}]   {fmt_result(runs[-1])}")
             results.append(median_run(runs))
         if not args.single:
@@ -747,6 +787,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--single", action="store_true",
                     help="the single-client workload: one producer (linger.ms=5, 100 B, acks=1) "
                          "and one consumer; no 1 KiB, acks=all or latency runs")
+    ap.add_argument("--partition-fetch-bytes", type=int, default=1_048_576,
+                    help="consumers' max.partition.fetch.bytes (default 1 MiB, the clients' "
+                         "default; until 2026-11-26 the bench used 10 MiB)")
+    ap.add_argument("--client-gc-threshold", type=int, default=0,
+                    help="gc.set_threshold(N) in the consumer processes (default: Python's)")
+    ap.add_argument("--consume-count", dest="consume_all", action="store_false",
+                    help="consume runs read only --records records, not all the produce "
+                         "runs wrote")
     ap.add_argument("--repeat", type=int, default=3,
                     help="runs of each throughput workload; the median is reported (default 3)")
     ap.add_argument("--latency-rate", type=int, default=5000, help="msg/s (default 5000)")

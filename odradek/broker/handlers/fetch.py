@@ -129,6 +129,10 @@ async def handle_fetch(broker: FetchServices, ctx: RequestContext, req: Any) -> 
     max_bytes = getattr(req, "max_bytes", 0x7FFFFFFF)
     if max_bytes <= 0:
         max_bytes = 0x7FFFFFFF
+    # KIP-541: the broker's fetch.max.bytes bounds every answer, whatever the
+    # client asks (Kafka's default, 55 MiB, is above the clients' 50 MiB).
+    max_bytes = min(max_bytes, broker.config.fetch_max_bytes)
+    min_bytes = min(min_bytes, max_bytes)
     quota = ctx.fetch_quota
     if quota is not None:  # Kafka: no more than one quota window's worth
         max_bytes = min(max_bytes, quota.window_bytes)
