@@ -212,6 +212,8 @@ def _group_requests(topic: str, topic_id: uuid.UUID) -> dict[int, dict[str, Any]
             "listeners": [{"name": "CONTROLLER", "host": "127.0.0.1", "port": 1}]},
         api.ApiKey.REMOVE_RAFT_VOTER: {
             "cluster_id": None, "voter_id": 7, "voter_directory_id": uuid.UUID(int=5)},
+        # no broker has this id: BROKER_ID_NOT_REGISTERED (KIP-631)
+        api.ApiKey.UNREGISTER_BROKER: {"broker_id": 4242},
         api.ApiKey.ALTER_REPLICA_LOG_DIRS: {"dirs": [
             {"path": "/nonexistent-odradek-dir", "topics": [{"name": topic, "partitions": [0]}]}]},
         api.ApiKey.DESCRIBE_CLIENT_QUOTAS: {
@@ -286,6 +288,7 @@ EXPECTED_ERRORS = {
     api.ApiKey.DELETE_ACLS: {54},
     api.ApiKey.ADD_RAFT_VOTER: {35},  # UNSUPPORTED_VERSION: kraft.version 0 (static voters)
     api.ApiKey.REMOVE_RAFT_VOTER: {35},
+    api.ApiKey.UNREGISTER_BROKER: {102},  # BROKER_ID_NOT_REGISTERED: the id is made up
 }
 
 
