@@ -15,13 +15,16 @@ acquired. Every offset in [SPSO, SPEO) has an entry in `records`:
     ACKNOWLEDGED, ARCHIVED -- finished (accepted; or rejected, or delivered
                   `group.share.delivery.count.limit` times, or a control record)
 
-Transitions (acknowledge types are Kafka's: 0 gap, 1 accept, 2 release, 3 reject):
+Transitions (acknowledge types are Kafka's: 0 gap, 1 accept, 2 release, 3 reject,
+4 renew -- KIP-1222, ShareFetch/ShareAcknowledge v2 only):
 
     AVAILABLE  --acquire-->          ACQUIRED (delivery count + 1)
     ACQUIRED   --accept-->           ACKNOWLEDGED
     ACQUIRED   --reject, gap-->      ARCHIVED
     ACQUIRED   --release, lock expiry, session closed-->
                                      AVAILABLE, or ARCHIVED at the delivery count limit
+    ACQUIRED   --renew-->            ACQUIRED by the same member, its lock deadline
+                                     moved to now + the lock duration (count unchanged)
 
 The SPSO moves past finished records at the front of the window; the window
 [SPSO, SPEO) holds at most `max_in_flight` offsets
@@ -43,6 +46,7 @@ GAP = 0
 ACCEPT = 1
 RELEASE = 2
 REJECT = 3
+RENEW = 4  # KIP-1222: extend the acquisition lock, acknowledge nothing
 
 # error codes (the protocol guide's numbers; the handler copies them out)
 NONE = 0
@@ -110,12 +114,15 @@ class SharePartition:
         return self.limits.max_in_flight - (self.end_offset - self.start_offset)
 
     def acquire(self, member_id: str, batches: Iterable[tuple[int, int, bool]],
-                max_records: int, now_ms: int) -> list[tuple[int, int, int]]:
+                max_records: int, now_ms: int, record_limit: bool = False,
+                ) -> list[tuple[int, int, int]]:
         """Acquire for `member_id` records among the log's `batches` (base offset,
         last offset, is_control), in offset order: whole batches until
         `max_records` are taken (a batch is not split for it: the limit "can be
         exceeded for alignment of batch boundaries", as Kafka's ShareFetch says,
         so a batch's bytes are not sent again and again), within the window.
+        With `record_limit` (ShareFetch v2's share_acquire_mode 1, KIP-1206)
+        `max_records` is a strict limit: a batch is split at it.
         Returns the acquired runs (first, last, delivery count)."""
         runs: list[tuple[int, int, int]] = []
         taken = 0
@@ -124,6 +131,8 @@ class SharePartition:
             if taken >= max_records:
                 break
             for offset in range(max(base, self.start_offset), last + 1):
+                if record_limit and taken >= max_records:
+                    break
                 if offset >= self.end_offset:
                     if self._window_room() <= offset - self.end_offset:
                         break
@@ -156,10 +165,14 @@ class SharePartition:
     # -- acknowledging ---------------------------------------------------------------
 
     def acknowledge(self, member_id: str,
-                    batches: list[tuple[int, int, tuple[int, ...]]]) -> int:
+                    batches: list[tuple[int, int, tuple[int, ...]]],
+                    now_ms: int = 0, renew: bool = False) -> int:
         """Apply a member's acknowledgement batches (first, last, types), all or
         nothing: INVALID_REQUEST for malformed batches, INVALID_RECORD_STATE when
-        a record is not acquired by this member; NONE once applied."""
+        a record is not acquired by this member; NONE once applied. RENEW is a
+        valid type only when `renew` (requests of version 2 and later); it moves
+        the lock deadline to `now_ms` + the lock duration."""
+        kinds = (GAP, ACCEPT, RELEASE, REJECT, RENEW) if renew else (GAP, ACCEPT, RELEASE, REJECT)
         previous_last = -1
         plan: list[tuple[Rec, int]] = []
         for first, last, types in batches:
@@ -167,7 +180,7 @@ class SharePartition:
                 return INVALID_REQUEST
             if len(types) not in (1, last - first + 1):
                 return INVALID_REQUEST
-            if any(t not in (GAP, ACCEPT, RELEASE, REJECT) for t in types):
+            if any(t not in kinds for t in types):
                 return INVALID_REQUEST
             previous_last = last
             for i, offset in enumerate(range(first, last + 1)):
@@ -176,6 +189,9 @@ class SharePartition:
                     return INVALID_RECORD_STATE
                 plan.append((rec, types[0] if len(types) == 1 else types[i]))
         for rec, kind in plan:
+            if kind == RENEW:
+                rec.deadline_ms = now_ms + self.limits.lock_duration_ms
+                continue  # still acquired by this member; nothing to persist
             if kind == ACCEPT:
                 rec.state = ACKNOWLEDGED
             elif kind == RELEASE:
@@ -183,7 +199,6 @@ class SharePartition:
             else:  # REJECT, GAP
                 rec.state = ARCHIVED
             rec.member_id = ""
-        if plan:
             self.dirty = True
         self._advance()
         return NONE

@@ -158,8 +158,8 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
     # Share groups (KIP-932) as Kafka 4.1 serves them: v1 (v0 was early access)
     ApiKey.SHARE_GROUP_HEARTBEAT: (1, 1),
     ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
-    ApiKey.SHARE_FETCH: (1, 1),
-    ApiKey.SHARE_ACKNOWLEDGE: (1, 1),
+    ApiKey.SHARE_FETCH: (1, 2),
+    ApiKey.SHARE_ACKNOWLEDGE: (1, 2),
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
     # the share coordinator's state (KIP-932), sent by share-partition leaders
     # (CLUSTER_ACTION); WriteShareGroupState v1 and ReadShareGroupStateSummary v1

@@ -26,7 +26,6 @@ END = "<!-- api-version-table: end -->"
 
 _SHARE_STATE = ("the share coordinator's state APIs (KIP-932), broker to broker "
                 "(CLUSTER_ACTION); docs/share_groups.md")
-_RENEW = "v2 (renew acknowledgements and acquire modes, Kafka 4.2): not built"
 _VOTERS = "dynamic controller voters (KIP-853): not built"
 _TOKENS = ("delegation tokens: not built (a SCRAM-like token mechanism with a secret "
            "shared by all brokers; the README lists it)")
@@ -48,7 +47,7 @@ NOTES: dict[int, str] = {
         "active controller (KIP-919): not built, brokers and tools find the "
         "controllers through controller.quorum.voters or --bootstrap-controller",
     71: _TELEMETRY, 72: _TELEMETRY,
-    78: _RENEW, 79: _RENEW, 83: _SHARE_STATE, 84: _SHARE_STATE, 85: _SHARE_STATE,
+    83: _SHARE_STATE, 84: _SHARE_STATE, 85: _SHARE_STATE,
     86: _SHARE_STATE, 87: _SHARE_STATE,
     80: _VOTERS, 81: _VOTERS, 82: _VOTERS,
     88: _STREAMS, 89: _STREAMS,

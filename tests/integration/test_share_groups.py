@@ -621,3 +621,82 @@ def test_share_group_over_three_brokers(tmp_path: Path) -> None:
         assert not list(tmp_path.glob("broker-*/share_group_state/*.json"))
     finally:
         cluster.close()
+
+
+def _share_fetch_v2(w: Wire, group: str, member: str, epoch: int, topic_id: uuid.UUID,
+                    max_records: int, mode: int = 0, renew: bool = False,
+                    acks: list[dict[str, Any]] | None = None) -> Any:
+    return kio_call(w, K.SHARE_FETCH, 2, {
+        "group_id": group, "member_id": member, "share_session_epoch": epoch,
+        "max_wait": 0, "min_bytes": 0 if renew else 1, "max_bytes": 0 if renew else 1 << 20,
+        "max_records": max_records, "batch_size": max_records, "share_acquire_mode": mode,
+        "is_renew_ack": renew, "topics": [{"topic_id": topic_id, "partitions": [
+            {"partition_index": 0, "acknowledgement_batches": acks or []}]}],
+        "forgotten_topics_data": []})
+
+
+def _runs(r: Any) -> list[tuple[int, int, int]]:
+    return [(a.first_offset, a.last_offset, a.delivery_count)
+            for t in r.responses for p in t.partitions for a in p.acquired_records]
+
+
+def test_share_fetch_v2_record_limit_and_renew(broker: BrokerProcess) -> None:
+    """KIP-1206 record_limit takes exactly max_records; KIP-1222 RENEW keeps the
+    records locked past the original 2 s lock; v1 still acquires whole batches."""
+    topic = "share-v2"
+    create_topic(broker.bootstrap, topic, 1)
+    group = _new_group(broker.bootstrap, lock_ms=2000)
+    _produce(broker.bootstrap, topic, 10)  # one batch
+    with Wire(broker.bootstrap) as w:
+        md = kio_call(w, K.METADATA, 12, {"topics": [{"name": topic, "topic_id": None}],
+                                          "allow_auto_topic_creation": False,
+                                          "include_topic_authorized_operations": False})
+    topic_id = md.topics[0].topic_id
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    with Wire(broker.bootstrap) as wa, Wire(broker.bootstrap) as wb:
+        deadline = time.monotonic() + 30
+        while True:  # the share partition's state is initialized on first use
+            r = _share_fetch_v2(wa, group, a, 0, topic_id, 3, mode=1)
+            if _runs(r) or time.monotonic() > deadline:
+                break
+            _share_fetch_v2(wa, group, a, -1, topic_id, 3, mode=1)
+        fetched_at = time.monotonic()
+        assert _runs(r) == [(0, 2, 1)]  # exactly max_records, the batch split
+        assert r.acquisition_lock_timeout.total_seconds() == 2
+        # a renewing ShareFetch must not ask for records
+        assert _share_fetch_v2(wa, group, a, 1, topic_id, 0, renew=True).error_code.value == 0
+        assert _share_fetch_v2(wa, group, a, 2, topic_id, 5, renew=True).error_code.value \
+            == INVALID_REQUEST
+        renew = [{"first_offset": 0, "last_offset": 2, "acknowledge_types": [4]}]
+        # RENEW in ShareAcknowledge v1: INVALID_REQUEST, nothing renewed
+        v1 = kio_call(wa, K.SHARE_ACKNOWLEDGE, 1, {
+            "group_id": group, "member_id": a, "share_session_epoch": 2, "topics": [
+                {"topic_id": topic_id, "partitions": [
+                    {"partition_index": 0, "acknowledgement_batches": renew}]}]})
+        assert v1.responses[0].partitions[0].error_code.value == INVALID_REQUEST
+        # member b (v1, batch_optimized) takes the rest of the batch, not 0..2
+        assert _runs(_share_fetch(wb, group, b, 0, topic_id)) == [(3, 9, 1)]
+        time.sleep(max(0.0, fetched_at + 1.2 - time.monotonic()))  # renew at ~1.2 s
+        renewed_at = time.monotonic()
+        r = _share_fetch_v2(wa, group, a, 3, topic_id, 0, renew=True, acks=renew)
+        assert r.error_code.value == 0 and _runs(r) == []  # the acknowledgements only
+        assert r.responses[0].partitions[0].acknowledge_error_code == 0
+        epoch, got_at = 1, None
+        while time.monotonic() < renewed_at + 15:
+            accept = [{"first_offset": 3, "last_offset": 9, "acknowledge_types": [1]}]
+            runs = _runs(_share_fetch(wb, group, b, epoch, topic_id,
+                                      accept if epoch == 1 else None, max_wait_ms=100))
+            epoch += 1
+            if runs:
+                got_at = time.monotonic()
+                assert runs == [(0, 2, 2)]  # redelivered once the renewed lock ran out
+                break
+        assert got_at is not None
+        assert got_at >= renewed_at + 2.0 > fetched_at + 2.0  # past the original lock too
+        # ShareAcknowledge v2 carries the lock duration; renewing b's records works there
+        ack = kio_call(wb, K.SHARE_ACKNOWLEDGE, 2, {
+            "group_id": group, "member_id": b, "share_session_epoch": epoch,
+            "is_renew_ack": True, "topics": [{"topic_id": topic_id, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": renew}]}]})
+        assert ack.error_code.value == 0 and ack.responses[0].partitions[0].error_code.value == 0
+        assert ack.acquisition_lock_timeout.total_seconds() == 2

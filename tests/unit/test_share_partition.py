@@ -4,10 +4,10 @@ test_share_coordinator.py)."""
 
 from __future__ import annotations
 
-
 from odradek.coordinator.share_partition import (
     ACCEPT,
     ACKNOWLEDGED,
+    ACQUIRED,
     ARCHIVED,
     AVAILABLE,
     GAP,
@@ -16,6 +16,7 @@ from odradek.coordinator.share_partition import (
     NONE,
     REJECT,
     RELEASE,
+    RENEW,
     ShareLimits,
     SharePartition,
 )
@@ -85,4 +86,46 @@ def test_window_is_bounded_and_control_batches_are_never_delivered() -> None:
     got = sp.acquire("a", [(0, 0, True), (1, 50, False)], 1000, now_ms=0)
     assert got == [(1, 9, 1)]
     assert (sp.start_offset, sp.end_offset) == (1, 10)  # the marker: archived, passed
+    sp.check()
+
+
+# -- KIP-1222 renew and KIP-1206 record_limit (ShareFetch/ShareAcknowledge v2) -------------
+
+
+def test_renew_extends_the_lock_and_keeps_the_delivery_count() -> None:
+    sp = SharePartition(0, LIMITS)
+    assert sp.acquire("m", batches((0, 4)), 10, now_ms=0) == [(0, 4, 1)]
+    assert sp.acknowledge("m", [(0, 4, (RENEW,))], now_ms=800, renew=True) == NONE
+    assert sp.expire_locks(1000) == 0  # the original deadline passed: still locked
+    assert all(r.state == ACQUIRED and r.member_id == "m" and r.delivery_count == 1
+               and r.deadline_ms == 1800 for r in sp.records.values())
+    assert sp.acquire("other", batches((0, 4)), 10, now_ms=1500) == []
+    assert sp.expire_locks(1800) == 5  # the renewed deadline
+    assert sp.acquire("other", batches((0, 4)), 10, now_ms=1800) == [(0, 4, 2)]
+    sp.check()
+
+
+def test_renew_of_a_record_not_acquired_by_the_member_is_invalid_record_state() -> None:
+    sp = SharePartition(0, LIMITS)
+    sp.acquire("m", batches((0, 2)), 10, now_ms=0)
+    assert sp.acknowledge("other", [(0, 0, (RENEW,))], 100, renew=True) == INVALID_RECORD_STATE
+    assert sp.acknowledge("m", [(0, 0, (ACCEPT,))]) == NONE
+    assert sp.acknowledge("m", [(0, 0, (RENEW,))], 100, renew=True) == INVALID_RECORD_STATE
+    assert sp.records[1].deadline_ms == 1000  # all or nothing: untouched
+
+
+def test_renew_below_version_2_is_invalid_request() -> None:
+    sp = SharePartition(0, LIMITS)
+    sp.acquire("m", batches((0, 2)), 10, now_ms=0)
+    assert sp.acknowledge("m", [(0, 2, (RENEW,))], 100, renew=False) == INVALID_REQUEST
+    assert sp.records[0].deadline_ms == 1000
+
+
+def test_record_limit_acquires_at_most_max_records() -> None:
+    sp = SharePartition(0, LIMITS)
+    assert sp.acquire("m", batches((0, 9)), 3, now_ms=0, record_limit=True) == [(0, 2, 1)]
+    assert sp.in_flight() == 3 and sp.end_offset == 3  # the rest never acquired
+    assert sp.acquire("n", batches((0, 9)), 4, now_ms=0, record_limit=True) == [(3, 6, 1)]
+    # batch_optimized (v1 behaviour): the whole batch
+    assert sp.acquire("o", batches((0, 9)), 1, now_ms=0) == [(7, 9, 1)]
     sp.check()

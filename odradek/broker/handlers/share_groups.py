@@ -54,6 +54,7 @@ INVALID_GROUP_ID = 24
 MAX_WAIT_CAP_MS = 60_000
 LOCK_POLL_S = 0.25  # a parked ShareFetch looks again this often (locks run out)
 DEFAULT_MAX_RECORDS = 500
+RECORD_LIMIT = 1  # ShareFetch v2 share_acquire_mode (KIP-1206); 0 is batch_optimized
 
 
 # -- ShareGroupHeartbeat / ShareGroupDescribe ---------------------------------------------
@@ -133,11 +134,10 @@ def _fetch_partition(index: int, code: int = 0, ack_code: int = 0, part: Any = N
                                  for a, b, c in (acquired or [])]}
 
 
-def _top_error(code: int, message: str | None, fetch: bool) -> dict[str, Any]:
+def _top_error(code: int, message: str | None, fetch: bool = True) -> dict[str, Any]:
     out: dict[str, Any] = {"error_code": code, "error_message": message, "responses": [],
                            "node_endpoints": []}
-    if fetch:
-        out["acquisition_lock_timeout"] = 0
+    out["acquisition_lock_timeout"] = 0  # ShareFetch; ShareAcknowledge from v2
     return out
 
 
@@ -212,7 +212,10 @@ async def _share_partition(broker: ShareServices, group: str,
 
 
 async def _acknowledge(broker: ShareServices, group: str, member: str, target: _Target,
-                       batches: Any) -> int:
+                       batches: Any, renew: bool) -> int:
+    """Apply one partition's acknowledgement batches; RENEW (type 4, KIP-1222)
+    is valid only in requests of version 2 and later (`renew`), INVALID_REQUEST
+    below."""
     if target.error:
         return target.error
     code, sp = await _share_partition(broker, group, target)
@@ -221,7 +224,7 @@ async def _acknowledge(broker: ShareServices, group: str, member: str, target: _
     plan = [(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in batches]
     if any(not types for _, _, types in plan):
         return INVALID_REQUEST
-    code = sp.acknowledge(member, plan)
+    code = sp.acknowledge(member, plan, broker.share.clock_ms(), renew)
     written = await broker.share.partitions.persist((group, target.topic_id, target.index), sp)
     return code if code != E.NONE else _state_error(written)
 
@@ -250,6 +253,15 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
     if epoch == INITIAL_EPOCH and has_acks:
         return _top_error(CE.INVALID_REQUEST,
                           "Acknowledge data present on initial fetch request.", fetch=True)
+    v2 = ctx.api_version >= 2
+    renew_only = v2 and req.is_renew_ack
+    if renew_only and (req.max_bytes or req.min_bytes or req.max_records or ms(req.max_wait)):
+        # KIP-1222: a renewing ShareFetch fetches nothing, its fetch limits are 0
+        return _top_error(CE.INVALID_REQUEST,
+                          "A renew acknowledgement ShareFetch must not fetch.", fetch=True)
+    if v2 and req.share_acquire_mode not in (0, RECORD_LIMIT):
+        return _top_error(CE.INVALID_REQUEST, "Unknown share acquire mode.", fetch=True)
+    record_limit = v2 and req.share_acquire_mode == RECORD_LIMIT
     key = (group, member)
     try:
         session = _session(broker.share.sessions, key, epoch, ctx.connection_id)
@@ -264,7 +276,7 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
             requested.append((t.topic_id, p.partition_index))
             if p.acknowledgement_batches:
                 code = await _acknowledge(broker, group, member, target,
-                                          p.acknowledgement_batches)
+                                          p.acknowledgement_batches, v2)
                 answers[(t.topic_id, p.partition_index)] = _fetch_partition(
                     p.partition_index, ack_code=code, part=target.part)
     settings = broker.share.group_config(group)
@@ -274,6 +286,8 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
         return _fetch_answer(answers, lock_ms)
     forgotten = [(t.topic_id, i) for t in req.forgotten_topics_data for i in t.partitions]
     ShareSessionCache.update(session, requested, forgotten)
+    if renew_only:  # KIP-1222: the acknowledgements only, no records acquired
+        return _fetch_answer(answers, lock_ms)
 
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
@@ -290,7 +304,7 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
             await memory.wait_for_room(deadline - time.monotonic())
         got, keys = await _acquire_all(broker, group, member, targets, answers, max_records,
                                        max(1, min(max_bytes, memory.available())),
-                                       settings.read_committed)
+                                       settings.read_committed, record_limit)
         remaining = deadline - time.monotonic()
         if got or answers or remaining <= 0 or not keys:
             break
@@ -318,7 +332,7 @@ def _fetch_answer(answers: dict[tuple[uuid.UUID, int], dict[str, Any]],
 
 async def _acquire_all(broker: ShareServices, group: str, member: str, targets: list[_Target],
                  answers: dict[tuple[uuid.UUID, int], dict[str, Any]], max_records: int,
-                 max_bytes: int, read_committed: bool = False
+                 max_bytes: int, read_committed: bool = False, record_limit: bool = False
                  ) -> tuple[int, list[tuple[str, int]]]:
     """Acquire records on every session partition this node leads; the records
     acquired, and the partitions to wait on when there were none. Under
@@ -370,7 +384,8 @@ async def _acquire_all(broker: ShareServices, group: str, member: str, targets: 
                     if read_committed else frozenset())
             runs = sp.acquire(member, [(h.base_offset, h.last_offset,
                                         h.is_control or h.position in skip)
-                                       for h in headers], max_records - got, now)
+                                       for h in headers], max_records - got, now,
+                               record_limit)
             if runs:
                 last = runs[-1][1]
                 end = next((h.position + h.size for h in headers if h.last_offset >= last),
@@ -436,11 +451,12 @@ async def handle_share_acknowledge(broker: ShareServices, ctx: RequestContext,
         for p in t.partitions:
             target = _Target(broker, readable, t.topic_id, p.partition_index)
             code = await _acknowledge(broker, group, member, target,
-                                      p.acknowledgement_batches)
+                                      p.acknowledgement_batches, ctx.api_version >= 2)
             parts.append({"partition_index": p.partition_index, "error_code": code,
                           "error_message": None, "current_leader": _leader(target.part)})
         responses.append({"topic_id": t.topic_id, "partitions": parts})
     if epoch == FINAL_EPOCH:
         _close(broker, key)
     return {"error_code": E.NONE, "error_message": None, "responses": responses,
-            "node_endpoints": []}
+            "node_endpoints": [],
+            "acquisition_lock_timeout": broker.share.group_config(group).lock_duration_ms}
