@@ -254,11 +254,9 @@ async def handle_share_fetch(broker: ShareServices, ctx: RequestContext,
         return _top_error(CE.INVALID_REQUEST,
                           "Acknowledge data present on initial fetch request.", fetch=True)
     v2 = ctx.api_version >= 2
+    # KIP-1222: a renewing ShareFetch fetches nothing (whatever its fetch limits
+    # say: not refused, the lenient reading, as no rule of Kafka's broker was found)
     renew_only = v2 and req.is_renew_ack
-    if renew_only and (req.max_bytes or req.min_bytes or req.max_records or ms(req.max_wait)):
-        # KIP-1222: a renewing ShareFetch fetches nothing, its fetch limits are 0
-        return _top_error(CE.INVALID_REQUEST,
-                          "A renew acknowledgement ShareFetch must not fetch.", fetch=True)
     if v2 and req.share_acquire_mode not in (0, RECORD_LIMIT):
         return _top_error(CE.INVALID_REQUEST, "Unknown share acquire mode.", fetch=True)
     record_limit = v2 and req.share_acquire_mode == RECORD_LIMIT
