@@ -8,9 +8,11 @@ append; nothing here reads a clock, a socket or a file. The controller's
 asyncio shell (`broker/controller_service.py`) appends the records and lets
 the image follow.
 
-Size: about 600 lines, kept in one module because registration, fencing, ISR changes
-and elections are one state machine over the same image; its separable parts already
-live beside it (`elr.py`, the eligible leader replicas; `reassignment.py`).
+Size: about 640 lines, kept in one module because registration, unregistration,
+fencing, ISR changes and elections are one state machine over the same image; its
+separable parts already live beside it (`elr.py`, the eligible leader replicas;
+`reassignment.py`). The next split, if it grows: the leader elections
+(`_elect_where_leaderless`, preferred and requested elections) into `elections.py`.
 
 Rules (Kafka's):
 

@@ -36,6 +36,11 @@ and over the budget, read again on the next use. Every method that touches the
 entries holds a lease for its duration (``_leased``), so a thread never sees
 them dropped under it.
 
+Size: about 610 lines, kept in one module because the two index kinds share one
+file discipline (``_IndexFile``: preallocation, trimming, pending entries, leases)
+and differ only in entry layout and search; the next split, if it grows, is
+``OffsetIndex`` and ``TimeIndex`` into a module of their own beside the base.
+
 No index holds a file descriptor (issue 15.3: 50,000 partitions under a 20,000
 open-files limit). An active index's new entries wait in memory (``_pending``)
 and are written to the file, opened by path for that write only, when
