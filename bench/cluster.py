@@ -101,6 +101,65 @@ def user_sys_seconds(pids: list[int]) -> tuple[float, float]:
     return user, system
 
 
+def recycle_free_pages(scratch: Path, nbytes: int) -> float:
+    """Write and delete `nbytes` of file data in `scratch`; return the seconds it took.
+
+    On this VM a page the guest has left free for a few seconds costs 2-3x more to
+    fill on its first write (the host backs it again): `pwrite` of 1 MiB took 210 us
+    right after another run had freed its pages and 500-770 us after a pause, the
+    same code and file (docs/benchmarks.md, "Free pages"). The runs write
+    300 MB (RF=1) and 900 MB (RF=3) of new page cache, so without this step the
+    ratio measured the pages' history more than the brokers. Writing the same
+    amount just before the run hands the brokers recently used pages, as a
+    broker in steady state reuses the pages of the segments it evicted."""
+    t = time.monotonic()
+    path = scratch / "recycle.tmp"
+    chunk = b"\0" * (1 << 20)
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(max(1, nbytes >> 20)):
+            os.write(fd, chunk)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return time.monotonic() - t
+
+
+def rss_bytes(pids: list[int]) -> int:
+    total = 0
+    for pid in pids:
+        try:
+            total += psutil.Process(pid).memory_info().rss
+        except psutil.Error:
+            pass
+    return total
+
+
+def minor_faults(pids: list[int]) -> int:
+    """Minor page faults of the processes so far (/proc/<pid>/stat, field 10)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                total += int(f.read().rpartition(")")[2].split()[7])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total
+
+
+def ctx_switches(pids: list[int]) -> tuple[int, int]:
+    """(voluntary, involuntary) context switches of the processes so far."""
+    vol = invol = 0
+    for pid in pids:
+        try:
+            c = psutil.Process(pid).num_ctx_switches()
+            vol += c.voluntary
+            invol += c.involuntary
+        except psutil.Error:
+            pass
+    return vol, invol
+
+
 def create(bootstrap: str, topic: str, partitions: int, rf: int,
            config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -153,7 +212,8 @@ def _send_all(p: Any, topic: str, records: int, size: int) -> int:
 
 def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
                broker_pids: list[int], spy_dir: Path | None = None,
-               spy_name: str = "", acks: str = "all") -> dict[str, Any]:
+               spy_name: str = "", acks: str = "all",
+               recycle: tuple[Path, int] | None = None) -> dict[str, Any]:
     """One producer; or, given several bootstraps, one producer per bootstrap
     at once, each sending its share of `records` (several RF=1 nodes loading
     the box as the RF=3 cluster's three brokers do)."""
@@ -162,6 +222,8 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     producers = [_producer(b, errors, acks) for b in bootstraps]
     for p in producers:
         p.list_topics(topic, timeout=15)
+    if recycle is not None:
+        recycle_free_pages(*recycle)
     # what the brokers burn with no records (heartbeats, metadata and follower
     # long-polls at the test cluster's short intervals): counted separately
     idle0, t_idle = cpu_seconds(broker_pids), time.monotonic()
@@ -170,6 +232,9 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     me = psutil.Process()
     spies = start_py_spy(spy_dir, spy_name, broker_pids)
     (user0, sys0), client0 = user_sys_seconds(broker_pids), sum(me.cpu_times()[:2])
+    vol0, invol0 = ctx_switches(broker_pids)
+    faults0 = minor_faults(broker_pids)
+    rss0 = rss_bytes(broker_pids)
     broker0 = user0 + sys0
     t0 = time.monotonic()
     shares = [records // len(producers) + (i < records % len(producers))
@@ -190,6 +255,9 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
         left = sum(lefts)
     wall = time.monotonic() - t0
     user1, sys1 = user_sys_seconds(broker_pids)
+    vol1, invol1 = ctx_switches(broker_pids)
+    faults1 = minor_faults(broker_pids)
+    rss1 = rss_bytes(broker_pids)
     broker_cpu = user1 + sys1 - broker0
     client_cpu = sum(me.cpu_times()[:2]) - client0
     stop_py_spy(spies)
@@ -203,6 +271,13 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
         "broker_user_us_per_record": round((user1 - user0) / records * 1e6, 2),
         "broker_sys_us_per_record": round((sys1 - sys0) / records * 1e6, 2),
         "broker_idle_cores": round(idle_cores, 4),
+        # how often the brokers slept and woke (voluntary) or were preempted, per 1,000 records
+        "broker_ctx_switches_per_1k_records": [round((vol1 - vol0) / records * 1000, 1),
+                                               round((invol1 - invol0) / records * 1000, 1)],
+        # fresh anonymous pages the brokers touched (each costs a fault and a zeroed page)
+        "broker_minor_faults_per_1k_records": round((faults1 - faults0) / records * 1000, 1),
+        # the brokers' resident memory before and after the run (all processes, MiB)
+        "broker_rss_mib": [round(rss0 / 2**20), round(rss1 / 2**20)],
         # the same less the idle rate over the run's wall time
         "broker_cpu_us_per_record_less_idle": round(
             max(broker_cpu - idle_cores * wall, 0.0) / records * 1e6, 2),
@@ -379,6 +454,10 @@ def main() -> int:
                          "(one at a time, a Fetch parked before each; no client library)")
     ap.add_argument("--setups", nargs="+", default=["single", "cluster"],
                     choices=["single", "cluster"], help="which setups the latency runs use")
+    ap.add_argument("--no-recycle-pages", dest="recycle_pages", action="store_false",
+                    help="do not write and delete the run's bytes in the data dir's filesystem "
+                         "before each throughput run (see recycle_free_pages: on a VM a page "
+                         "left free for seconds costs 2-3x more to fill the first time)")
     ap.add_argument("--throughput-acks", default="all", choices=["1", "all"],
                     help="producer acks of the throughput runs (default all; 1 keeps the "
                          "followers' copying and drops the produce's wait for them)")
@@ -394,15 +473,21 @@ def main() -> int:
     if args.latency:
         return latency_main(args)
     base = Path(tempfile.mkdtemp(prefix="odradek-bench-cluster-"))
+
+    def recycle(rf: int) -> tuple[Path, int] | None:
+        # a quarter more than the run writes (every replica's copy)
+        return (base, args.records * args.size * rf * 5 // 4) if args.recycle_pages else None
+
     result: dict[str, Any] = {"box_cpus": os.cpu_count(), "load_1m": os.getloadavg()[0],
-                              "acks": args.throughput_acks}
+                              "acks": args.throughput_acks,
+                              "recycled_free_pages": args.recycle_pages}
 
     single = BrokerProcess(data_dir=base / "single").start()
     try:
         create(single.bootstrap, "bench", PARTITIONS, 1)
         result["single_rf1"] = throughput(single.bootstrap, "bench", args.records, args.size,
                                           [single.pid or 0], args.py_spy, "rf1",
-                                          args.throughput_acks)
+                                          args.throughput_acks, recycle(1))
         print(f"single node, RF=1, acks={args.throughput_acks}:", result["single_rf1"], flush=True)
     finally:
         single.close()
@@ -416,7 +501,7 @@ def main() -> int:
             result["parallel_rf1"] = throughput(
                 [n.bootstrap for n in nodes], "bench", args.records, args.size,
                 [n.pid or 0 for n in nodes], args.py_spy, "rf1-parallel",
-                args.throughput_acks)
+                args.throughput_acks, recycle(1))
             print(f"{args.rf1_nodes} single nodes at once, RF=1, acks={args.throughput_acks}:",
                   result["parallel_rf1"], flush=True)
         finally:
@@ -428,7 +513,8 @@ def main() -> int:
         create(cluster.bootstrap, "bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
         pids = [b.pid or 0 for b in cluster.brokers.values()] + [cluster.controller.pid or 0]
         result["cluster_rf3"] = throughput(cluster.bootstrap, "bench", args.records, args.size,
-                                           pids, args.py_spy, "rf3", args.throughput_acks)
+                                           pids, args.py_spy, "rf3", args.throughput_acks,
+                                           recycle(3))
         print(f"3 brokers, RF=3, acks={args.throughput_acks}:", result["cluster_rf3"], flush=True)
         if args.rounds > 0:  # --rounds 0: throughput only
             create(cluster.bootstrap, "failover", 1, 3, {"min.insync.replicas": "2"})

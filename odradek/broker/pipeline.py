@@ -233,11 +233,17 @@ class RequestPipeline:
         if isinstance(data, Later):
             # the handler's ordered part is done; the stages after it run when its
             # answer is ready (the time it waits is not handler time for quotas)
+            # The request is not passed on: its records (a copy of up to a whole
+            # produce request) would stay in memory for as long as the answer
+            # waits, up to MAX_LATER_ANSWERS of them per connection, and each
+            # new request would land in fresh, cache-cold memory (issue 18: RSS
+            # +47 MiB per broker and 3x the page faults per record at acks=all).
+            del request
             return Later(asyncio.ensure_future(self._answer_later(
-                spec, header, request, ctx, conn, request_bytes, data, handler_s)))
+                spec, header, ctx, conn, request_bytes, data, handler_s)))
         return self._answer(spec, header, request, ctx, conn, request_bytes, data, handler_s)
 
-    async def _answer_later(self, spec: ApiSpec, header: RequestHeader, request: Any,
+    async def _answer_later(self, spec: ApiSpec, header: RequestHeader,
                             ctx: RequestContext, conn: Connection | None,
                             request_bytes: int, later: Later, handler_s: float) -> Any:
         try:
@@ -245,7 +251,7 @@ class RequestPipeline:
         except Exception:
             log.exception("handler for %s v%d failed", spec.name, header.api_version)
             return CLOSE
-        return self._answer(spec, header, request, ctx, conn, request_bytes, data, handler_s)
+        return self._answer(spec, header, None, ctx, conn, request_bytes, data, handler_s)
 
     def _answer(self, spec: ApiSpec, header: RequestHeader, request: Any, ctx: RequestContext,
                 conn: Connection | None, request_bytes: int, data: dict[str, Any] | None,
