@@ -89,15 +89,31 @@ def cpu_seconds(pids: list[int]) -> float:
     return sum(user_sys_seconds(pids))
 
 
-def user_sys_seconds(pids: list[int]) -> tuple[float, float]:
-    user = system = 0.0
+def _processes(pids: list[int]) -> list[Any]:
+    """The processes still running (a broker may have exited)."""
+    out = []
     for pid in pids:
         try:
-            t = psutil.Process(pid).cpu_times()
-            user += t.user
-            system += t.system
+            out.append(psutil.Process(pid))
         except psutil.Error:
             pass
+    return out
+
+
+def _summed(pids: list[int], figures: Any) -> tuple[float, ...]:
+    """`figures(process)` (a tuple) summed over the processes still running."""
+    totals: list[float] = []
+    for proc in _processes(pids):
+        try:
+            values = figures(proc)
+        except psutil.Error:
+            continue
+        totals = [a + b for a, b in zip(totals, values)] if totals else list(values)
+    return tuple(totals) if totals else (0.0, 0.0)
+
+
+def user_sys_seconds(pids: list[int]) -> tuple[float, float]:
+    user, system = _summed(pids, lambda p: p.cpu_times()[:2])
     return user, system
 
 
@@ -126,13 +142,7 @@ def recycle_free_pages(scratch: Path, nbytes: int) -> float:
 
 
 def rss_bytes(pids: list[int]) -> int:
-    total = 0
-    for pid in pids:
-        try:
-            total += psutil.Process(pid).memory_info().rss
-        except psutil.Error:
-            pass
-    return total
+    return int(_summed(pids, lambda p: (p.memory_info().rss, 0))[0])
 
 
 def minor_faults(pids: list[int]) -> int:
@@ -149,15 +159,8 @@ def minor_faults(pids: list[int]) -> int:
 
 def ctx_switches(pids: list[int]) -> tuple[int, int]:
     """(voluntary, involuntary) context switches of the processes so far."""
-    vol = invol = 0
-    for pid in pids:
-        try:
-            c = psutil.Process(pid).num_ctx_switches()
-            vol += c.voluntary
-            invol += c.involuntary
-        except psutil.Error:
-            pass
-    return vol, invol
+    vol, invol = _summed(pids, lambda p: tuple(p.num_ctx_switches()))
+    return int(vol), int(invol)
 
 
 def create(bootstrap: str, topic: str, partitions: int, rf: int,
