@@ -77,6 +77,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.rawload import percentiles, run_probe
+from bench.run import warm_group
 from tests.integration.broker_proc import BrokerProcess
 from tests.integration.cluster_proc import ClusterProcesses
 
@@ -225,14 +226,18 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     producers = [_producer(b, errors, acks) for b in bootstraps]
     for p in producers:
         p.list_topics(topic, timeout=15)
-    if recycle is not None:
-        recycle_free_pages(*recycle)
+    # Every run starts with no dirty page cache: the kernel's background writeback
+    # of an earlier run's bytes (it starts at 10% of memory dirty) would otherwise
+    # run during this one, and a longer run (acks=all) would share more of it.
+    os.sync()
     # what the brokers burn with no records (heartbeats, metadata and follower
     # long-polls at the test cluster's short intervals): counted separately
     idle0, t_idle = cpu_seconds(broker_pids), time.monotonic()
     time.sleep(IDLE_S)
     idle_cores = (cpu_seconds(broker_pids) - idle0) / (time.monotonic() - t_idle)
     me = psutil.Process()
+    if recycle is not None:  # last: pages left free for seconds go cold again
+        recycle_free_pages(*recycle)
     spies = start_py_spy(spy_dir, spy_name, broker_pids)
     (user0, sys0), client0 = user_sys_seconds(broker_pids), sum(me.cpu_times()[:2])
     vol0, invol0 = ctx_switches(broker_pids)
@@ -319,10 +324,15 @@ def stop_py_spy(spies: list[Any]) -> None:
 
 
 def latency(bootstrap: str, topic: str, rate: int, seconds: float,
-            size: int = 100, linger_ms: float = 5, acks: str = "all") -> dict[str, Any]:
-    """Paced produce (acks=all by default); produce and end-to-end latency percentiles."""
+            size: int = 100, linger_ms: float = 5, acks: str = "all",
+            dump: Path | None = None) -> dict[str, Any]:
+    """Paced produce (acks=all by default); produce and end-to-end latency percentiles.
+    `dump`: also a CSV of every record (when it was sent, its two latencies), to see
+    whether a tail is a few stalls or spread over the run."""
     total = int(rate * seconds)
     sent_at: list[float] = [0.0] * total
+    produce_by_i: list[float] = [-1.0] * total
+    e2e_by_i: list[float] = [-1.0] * total
     acked_ms: list[float] = []
     e2e_ms: list[float] = []
     errors: list[str] = []
@@ -338,6 +348,7 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float,
                 (i,) = struct.unpack_from(">i", m.value())
                 if i >= 0:  # not a warm-up record
                     e2e_ms.append((now - sent_at[i]) * 1000)
+                    e2e_by_i[i] = e2e_ms[-1]
                     seen += 1
         done.set()
 
@@ -348,6 +359,7 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float,
             return
         (i,) = struct.unpack_from(">i", msg.value())
         acked_ms.append((now - sent_at[i]) * 1000)
+        produce_by_i[i] = acked_ms[-1]
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
                   "on_delivery": on_delivery, "message.timeout.ms": 60_000})
@@ -383,6 +395,12 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float,
     done.wait(seconds + 60)
     consumer.close()
     e2e = [v for v in e2e_ms if v >= 0]
+    if dump is not None:
+        dump.parent.mkdir(parents=True, exist_ok=True)
+        with dump.open("w") as f:
+            f.write("record,sent_s,produce_ms,e2e_ms\n")
+            for i in range(total):
+                f.write(f"{i},{sent_at[i] - t0:.6f},{produce_by_i[i]:.3f},{e2e_by_i[i]:.3f}\n")
     return {"rate": rate, "seconds": seconds, "size": size, "linger_ms": linger_ms,
             "acks": acks, "load_1m_at_end": round(os.getloadavg()[0], 2),
             "errors": len(errors), "first_error": errors[0] if errors else None,
@@ -457,6 +475,9 @@ def main() -> int:
                          "(one at a time, a Fetch parked before each; no client library)")
     ap.add_argument("--setups", nargs="+", default=["single", "cluster"],
                     choices=["single", "cluster"], help="which setups the latency runs use")
+    ap.add_argument("--dump-latencies", type=Path, metavar="DIR",
+                    help="latency runs: also write DIR/<run>.csv with every record's send "
+                         "time and latencies (a tail of a few stalls or spread over the run)")
     ap.add_argument("--no-recycle-pages", dest="recycle_pages", action="store_false",
                     help="do not write and delete the run's bytes in the data dir's filesystem "
                          "before each throughput run (see recycle_free_pages: on a VM a page "
@@ -557,13 +578,21 @@ def _latency_runs(bootstrap: str, rf: int, label: str, args: argparse.Namespace,
     """One run per (linger.ms, acks), each on a new topic: the consumer reads its topic
     from offset 0, and records of an earlier run would count as samples."""
     configs = {"min.insync.replicas": "2"} if rf > 1 else None
+    # The consumer names a group.id, so librdkafka looks up its coordinator: the
+    # first run would otherwise include odradek creating __consumer_offsets (50
+    # partitions, at RF=3 150 replicas; 0.3-0.45 s in which every produce waited:
+    # the "RF=3 acks=1 linger 0 p99 150-250 ms" of earlier runs, all of it in the
+    # run's first half second, --dump-latencies).
+    create(bootstrap, "lat-warm", 1, rf, configs)
+    warm_group(bootstrap, "lat-warm")
     for linger in args.linger_ms:
         for acks in args.acks:
             name = f"{label}_acks{acks}_linger{linger:g}"
             topic = f"lat-acks{acks}-linger{linger:g}".replace(".", "_")
             create(bootstrap, topic, 1, rf, configs)
+            dump = args.dump_latencies / f"{name}.csv" if args.dump_latencies else None
             result[name] = latency(bootstrap, topic, args.rate, args.seconds,
-                                   linger_ms=linger, acks=acks)
+                                   linger_ms=linger, acks=acks, dump=dump)
             print(f"{label}, RF={rf}, acks={acks}, linger.ms={linger:g}:", result[name],
                   flush=True)
     for acks in args.acks if args.probe else ():
