@@ -2,6 +2,7 @@
 
     python bench/cluster.py                  # 200k records of 1 KiB, 3 failover rounds
     python bench/cluster.py --records 50000 --rounds 5
+    python bench/cluster.py --records 300000 --rounds 0 --repeat 5 --throughput-acks all
 
 Throughput: one confluent-kafka producer (produce_batch, linger.ms=5,
 acks=all, no compression) sends `--records` records of `--size` bytes to a
@@ -272,6 +273,8 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     assert left == 0 and not errors, (left, errors[:3])
     return {
         "records": records, "size": size, "wall_s": round(wall, 2),
+        # time.monotonic() at the start: lines a run up with `perf record -k CLOCK_MONOTONIC`
+        "monotonic_start_s": round(t0, 3),
         "records_per_s": round(records / wall), "mb_per_s": round(records * size / wall / 1e6, 1),
         "broker_cpu_s": round(broker_cpu, 2), "client_cpu_s": round(client_cpu, 2),
         "broker_cpu_us_per_record": round(broker_cpu / records * 1e6, 1),
@@ -475,6 +478,9 @@ def main() -> int:
                          "(one at a time, a Fetch parked before each; no client library)")
     ap.add_argument("--setups", nargs="+", default=["single", "cluster"],
                     choices=["single", "cluster"], help="which setups the latency runs use")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help="throughput: N rounds of RF=1 then RF=3 on the same two setups; "
+                         "the ratios are the medians of the rounds' (each round's too)")
     ap.add_argument("--dump-latencies", type=Path, metavar="DIR",
                     help="latency runs: also write DIR/<run>.csv with every record's send "
                          "time and latencies (a tail of a few stalls or spread over the run)")
@@ -506,15 +512,15 @@ def main() -> int:
                               "acks": args.throughput_acks,
                               "recycled_free_pages": args.recycle_pages}
 
-    single = BrokerProcess(data_dir=base / "single").start()
-    try:
-        create(single.bootstrap, "bench", PARTITIONS, 1)
-        result["single_rf1"] = throughput(single.bootstrap, "bench", args.records, args.size,
-                                          [single.pid or 0], args.py_spy, "rf1",
-                                          args.throughput_acks, recycle(1))
-        print(f"single node, RF=1, acks={args.throughput_acks}:", result["single_rf1"], flush=True)
-    finally:
-        single.close()
+    def ratios(s: dict[str, Any], c: dict[str, Any]) -> dict[str, float]:
+        return {
+            "throughput_ratio_rf3_vs_rf1": round(c["records_per_s"] / s["records_per_s"], 2),
+            "cpu_ratio_per_record": round(
+                c["broker_cpu_us_per_record"] / s["broker_cpu_us_per_record"], 2),
+            "cpu_ratio_per_record_less_idle": round(
+                c["broker_cpu_us_per_record_less_idle"]
+                / max(s["broker_cpu_us_per_record_less_idle"], 1e-9), 2),
+        }
 
     if args.rf1_nodes > 1:
         nodes = [BrokerProcess(data_dir=base / f"single-{i}").start()
@@ -532,14 +538,29 @@ def main() -> int:
             for node in nodes:
                 node.close()
 
-    cluster = ClusterProcesses(base / "cluster", brokers=3).start()
+    # Both setups stay up; each round runs RF=1 then RF=3 on new topics, so that a
+    # ratio compares two runs a few seconds apart (the box's state drifts over minutes).
+    single = BrokerProcess(data_dir=base / "single").start()
+    cluster = ClusterProcesses(base / "cluster", brokers=3)
+    rounds: list[dict[str, Any]] = []
     try:
-        create(cluster.bootstrap, "bench", PARTITIONS, 3, {"min.insync.replicas": "2"})
+        cluster.start()
         pids = [b.pid or 0 for b in cluster.brokers.values()] + [cluster.controller.pid or 0]
-        result["cluster_rf3"] = throughput(cluster.bootstrap, "bench", args.records, args.size,
-                                           pids, args.py_spy, "rf3", args.throughput_acks,
-                                           recycle(3))
-        print(f"3 brokers, RF=3, acks={args.throughput_acks}:", result["cluster_rf3"], flush=True)
+        for r in range(args.repeat):
+            topic = "bench" if r == 0 else f"bench-{r}"
+            create(single.bootstrap, topic, PARTITIONS, 1)
+            rf1 = throughput(single.bootstrap, topic, args.records, args.size,
+                             [single.pid or 0], args.py_spy, "rf1", args.throughput_acks,
+                             recycle(1))
+            print(f"round {r + 1}: single node, RF=1, acks={args.throughput_acks}:", rf1,
+                  flush=True)
+            create(cluster.bootstrap, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
+            rf3 = throughput(cluster.bootstrap, topic, args.records, args.size,
+                             pids, args.py_spy, "rf3", args.throughput_acks, recycle(3))
+            print(f"round {r + 1}: 3 brokers, RF=3, acks={args.throughput_acks}:", rf3,
+                  flush=True)
+            rounds.append({"single_rf1": rf1, "cluster_rf3": rf3, **ratios(rf1, rf3)})
+            print(f"round {r + 1}:", ratios(rf1, rf3), flush=True)
         if args.rounds > 0:  # --rounds 0: throughput only
             create(cluster.bootstrap, "failover", 1, 3, {"min.insync.replicas": "2"})
             times = [failover_round(cluster, "failover") for _ in range(args.rounds)]
@@ -548,18 +569,21 @@ def main() -> int:
             print("failover (kill -9 of the leader -> first acks=all ack):",
                   result["failover_s"], flush=True)
     finally:
+        single.close()
         cluster.close()
         shutil.rmtree(base, ignore_errors=True)
-    s, c = result["single_rf1"], result["cluster_rf3"]
-    result["throughput_ratio_rf3_vs_rf1"] = round(c["records_per_s"] / s["records_per_s"], 2)
-    result["cpu_ratio_per_record"] = round(
-        c["broker_cpu_us_per_record"] / s["broker_cpu_us_per_record"], 2)
-    result["cpu_ratio_per_record_less_idle"] = round(
-        c["broker_cpu_us_per_record_less_idle"] / s["broker_cpu_us_per_record_less_idle"], 2)
+    result["single_rf1"], result["cluster_rf3"] = rounds[-1]["single_rf1"], rounds[-1]["cluster_rf3"]
+    for key in ratios(rounds[0]["single_rf1"], rounds[0]["cluster_rf3"]):
+        # one round: its ratio; several: the median, each round's beside it
+        result[key] = statistics.median(r[key] for r in rounds)
+        if len(rounds) > 1:
+            result[key + "_rounds"] = [r[key] for r in rounds]
+    if len(rounds) > 1:
+        result["rounds"] = rounds
     if "parallel_rf1" in result:
         # against RF=1 nodes that share the cores as the cluster's brokers do
         result["cpu_ratio_per_record_less_idle_vs_parallel_rf1"] = round(
-            c["broker_cpu_us_per_record_less_idle"]
+            result["cluster_rf3"]["broker_cpu_us_per_record_less_idle"]
             / result["parallel_rf1"]["broker_cpu_us_per_record_less_idle"], 2)
     return write_result("cluster", result)
 
