@@ -84,6 +84,7 @@ from tests.integration.cluster_proc import ClusterProcesses
 
 PARTITIONS = 6
 CHUNK = 1000
+BATCH_BYTES = 1_000_000  # the producer's batch.size (--batch-bytes)
 IDLE_S = 3.0  # the brokers' idle CPU is sampled this long before a throughput run
 
 
@@ -181,17 +182,26 @@ def create(bootstrap: str, topic: str, partitions: int, rf: int,
     raise RuntimeError(f"{topic} not ready")
 
 
-def _producer(bootstrap: str, errors: list[str], acks: str = "all") -> Any:
+def _producer(bootstrap: str, errors: list[str], acks: str = "all",
+              batches: list[int] | None = None) -> Any:
+    """`batches`: librdkafka's statistics add the number of batches it produced
+    (the `batchcnt` histogram's count, per statistics window) to batches[0]."""
     def on_delivery(err: Any, _msg: Any) -> None:
         if err is not None:
             errors.append(str(err))
 
+    def on_stats(stats_json: str) -> None:
+        if batches is not None:
+            for topic in json.loads(stats_json).get("topics", {}).values():
+                batches[0] += int(topic.get("batchcnt", {}).get("cnt", 0))
+
     return Producer({
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5,
-        "compression.type": "none", "batch.size": 1_000_000,
+        "compression.type": "none", "batch.size": BATCH_BYTES,
         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1_048_576,
         "delivery.report.only.error": True, "on_delivery": on_delivery,
         "message.timeout.ms": 300_000,
+        "statistics.interval.ms": 100, "stats_cb": on_stats,
     })
 
 
@@ -224,7 +234,8 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     the box as the RF=3 cluster's three brokers do)."""
     errors: list[str] = []
     bootstraps = [bootstrap] if isinstance(bootstrap, str) else bootstrap
-    producers = [_producer(b, errors, acks) for b in bootstraps]
+    batches = [0]
+    producers = [_producer(b, errors, acks, batches) for b in bootstraps]
     for p in producers:
         p.list_topics(topic, timeout=15)
     # Every run starts with no dirty page cache: the kernel's background writeback
@@ -245,6 +256,9 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     faults0 = minor_faults(broker_pids)
     rss0 = rss_bytes(broker_pids)
     broker0 = user0 + sys0
+    for p in producers:  # statistics windows before the clock are not counted
+        p.poll(0)
+    batches[0] = 0
     t0 = time.monotonic()
     shares = [records // len(producers) + (i < records % len(producers))
               for i in range(len(producers))]
@@ -270,8 +284,13 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     broker_cpu = user1 + sys1 - broker0
     client_cpu = sum(me.cpu_times()[:2]) - client0
     stop_py_spy(spies)
+    for p in producers:  # the last statistics window
+        p.poll(0.3)
     assert left == 0 and not errors, (left, errors[:3])
     return {
+        # librdkafka's batches: odradek's broker CPU is largely per batch
+        "client_batches": batches[0],
+        "client_records_per_batch": round(records / batches[0]) if batches[0] else None,
         "records": records, "size": size, "wall_s": round(wall, 2),
         # time.monotonic() at the start: lines a run up with `perf record -k CLOCK_MONOTONIC`
         "monotonic_start_s": round(t0, 3),
@@ -460,6 +479,7 @@ def failover_round(cluster: ClusterProcesses, topic: str) -> float:
 
 
 def main() -> int:
+    global BATCH_BYTES
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=200_000)
@@ -478,6 +498,10 @@ def main() -> int:
                          "(one at a time, a Fetch parked before each; no client library)")
     ap.add_argument("--setups", nargs="+", default=["single", "cluster"],
                     choices=["single", "cluster"], help="which setups the latency runs use")
+    ap.add_argument("--batch-bytes", type=int, default=1_000_000,
+                    help="throughput: the producer's batch.size (odradek's broker CPU is "
+                         "largely per batch; librdkafka's batches at acks=all on RF=3 are "
+                         "about half those at acks=1)")
     ap.add_argument("--repeat", type=int, default=1, metavar="N",
                     help="throughput: N rounds of RF=1 then RF=3 on the same two setups; "
                          "the ratios are the medians of the rounds' (each round's too)")
@@ -500,6 +524,7 @@ def main() -> int:
                          "(raw collapsed stacks in DIR; CPU figures then include no sampler "
                          "but the brokers are slowed by it)")
     args = ap.parse_args()
+    BATCH_BYTES = args.batch_bytes
     if args.latency:
         return latency_main(args)
     base = Path(tempfile.mkdtemp(prefix="odradek-bench-cluster-"))
@@ -510,7 +535,8 @@ def main() -> int:
 
     result: dict[str, Any] = {"box_cpus": os.cpu_count(), "load_1m": os.getloadavg()[0],
                               "acks": args.throughput_acks,
-                              "recycled_free_pages": args.recycle_pages}
+                              "recycled_free_pages": args.recycle_pages,
+                              "batch_bytes": args.batch_bytes}
 
     def ratios(s: dict[str, Any], c: dict[str, Any]) -> dict[str, float]:
         return {
