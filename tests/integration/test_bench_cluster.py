@@ -1,0 +1,69 @@
+"""`bench/cluster.py` runs end to end at a tiny size (issue 18: the figures live
+in bench/, so the bench itself must keep working).
+
+Throughput: two rounds of RF=1 then RF=3 on one single node and one 3-broker
+cluster; the JSON carries each round, the medians and the per-run figures the
+docs quote (context switches, page faults, RSS, librdkafka's batches).
+Latency: one short paced run with --dump-latencies, whose CSV has a row per
+record. The figures themselves are not judged here (a timed assertion on a
+shared machine would be noise); only that they are there and sane.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+BENCH = REPO / "bench" / "cluster.py"
+
+
+def _run(*args: str, timeout: float = 240) -> dict:
+    out = subprocess.run([sys.executable, str(BENCH), *args], cwd=REPO, capture_output=True,
+                         text=True, timeout=timeout)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
+    written = [line for line in out.stdout.splitlines() if line.startswith("written to ")]
+    assert written, out.stdout[-2000:]
+    return json.loads(Path(written[-1].removeprefix("written to ")).read_text())
+
+
+def test_throughput_rounds_and_medians() -> None:
+    result = _run("--records", "4000", "--rounds", "0", "--repeat", "2",
+                  "--throughput-acks", "all", "--batch-bytes", "200000")
+    assert result["batch_bytes"] == 200000 and result["recycled_free_pages"] is True
+    assert len(result["rounds"]) == 2
+    ratios = result["cpu_ratio_per_record_less_idle_rounds"]
+    assert len(ratios) == 2
+    assert result["cpu_ratio_per_record_less_idle"] == pytest.approx(statistics.median(ratios))
+    for r in result["rounds"]:
+        for setup in ("single_rf1", "cluster_rf3"):
+            run = r[setup]
+            assert run["records"] == 4000 and run["records_per_s"] > 0
+            assert run["broker_cpu_s"] > 0
+            vol, invol = run["broker_ctx_switches_per_1k_records"]
+            assert vol >= 0 and invol >= 0
+            before, after = run["broker_rss_mib"]
+            assert 0 < before and 0 < after
+            # 4,000 x 1 KiB in batches of at most 200 kB: at least 20 batches
+            assert run["client_batches"] >= 20
+            assert run["client_records_per_batch"] <= 200
+
+
+def test_latency_dump(tmp_path: Path) -> None:
+    result = _run("--latency", "--setups", "single", "--acks", "1", "--linger-ms", "0",
+                  "--rate", "200", "--seconds", "1", "--dump-latencies", str(tmp_path))
+    run = result["single_rf1_acks1_linger0"]
+    assert run["errors"] == 0 and run["produce"]["n"] == 200 and run["e2e"]["n"] == 200
+    rows = list(csv.DictReader((tmp_path / "single_rf1_acks1_linger0.csv").open()))
+    assert [int(r["record"]) for r in rows] == list(range(200))
+    assert all(float(r["produce_ms"]) > 0 and float(r["e2e_ms"]) > 0 for r in rows)
+    sent = [float(r["sent_s"]) for r in rows]
+    assert sent == sorted(sent) and sent[-1] < 5
