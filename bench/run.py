@@ -52,7 +52,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
@@ -359,7 +359,7 @@ class CpuSampler:
         while not self._stop.wait(1.0 / SAMPLE_HZ):
             self._sample()
 
-    def __enter__(self) -> CpuSampler:
+    def __enter__(self) -> Self:
         self._sample()
         self._thread.start()
         return self
@@ -684,7 +684,7 @@ def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
             r = run_latency(ctx, broker, cpu, "bench-latency", args)
             log(f"[{kind}]   {fmt_result(r)}")
             results.append(r)
-    except Exception as e:  # a broker that fails a workload still gets a report
+    except Exception as e:  # noqa: BLE001 - a broker that fails a workload still gets a report
         results.append(Result(kind, "error", first_error=f"{type(e).__name__}: {e}",
                               timed_out=True))
         log(f"[{kind}] FAILED: {e}")

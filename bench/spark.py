@@ -47,7 +47,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from tests.integration.broker_proc import BrokerProcess  # noqa: E402
+from tests.integration.broker_proc import BrokerProcess
 
 QUERY_TIMEOUT_S = 900
 

@@ -59,8 +59,8 @@ from ..metadata.quorum import METADATA_TOPIC, MetadataQuorum
 from ..protocol import api
 from ..protocol.client import ChannelError, KafkaChannel, stop_tasks
 from ..raft.log import OffsetAndEpoch
-from ..security.tls import ListenerTls
 from ..security.sasl_config import controller_client
+from ..security.tls import ListenerTls
 from ..storage.log import parse_kafka_uuid
 from ..storage.log_manager import LogManager
 

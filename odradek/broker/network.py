@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from ..protocol.framing import FrameDecoder, FrameTooLarge
 from ..security.resources import ANONYMOUS, Principal
-from .connection_limits import ConnectionLimits, peer_address
+from ..security.sasl import SaslServerConfig, SaslSession
 from ..security.tls import (
     TLS_HANDSHAKE_TIMEOUT_S,
     ListenerTls,
@@ -56,9 +56,9 @@ from ..security.tls import (
     TlsTransport,
     handshake_failure,
 )
-from ..security.sasl import SaslServerConfig, SaslSession
-from .metrics import BrokerMetrics
+from .connection_limits import ConnectionLimits, peer_address
 from .context import Later
+from .metrics import BrokerMetrics
 from .pipeline import CLOSE, CloseAfter
 
 log = logging.getLogger(__name__)

@@ -431,7 +431,7 @@ class RequestPipeline:
         try:
             request = decode_message(api.request_class(spec.key, version), frame,
                                      header.body_offset)
-        except Exception as e:  # the guard's MalformedRequest, or kio's own refusals
+        except Exception as e:  # noqa: BLE001 - the guard's MalformedRequest, or kio's own refusals
             log.warning("closing %s: cannot parse %s v%d: %s", peer, spec.name, version, e)
             return CLOSE
         illegal = entities.find_illegal_null(request)

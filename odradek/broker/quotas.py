@@ -100,7 +100,7 @@ class Rate:
     """Kafka's windowed `Rate`: the sum over the last `samples` windows, divided
     by their elapsed length, counted as at least `samples - 1` full windows."""
 
-    __slots__ = ("samples", "window_ms", "starts", "values")
+    __slots__ = ("samples", "starts", "values", "window_ms")
 
     def __init__(self, samples: int, window_ms: int) -> None:
         self.samples = samples

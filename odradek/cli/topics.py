@@ -103,7 +103,7 @@ def _pairs(items: list[str], what: str) -> dict[str, str] | None:
 def cmd_list(args: argparse.Namespace) -> int:
     try:
         md = _admin(args).list_topics(timeout=args.timeout)
-    except Exception as e:  # confluent-kafka raises KafkaException for broker trouble
+    except Exception as e:  # noqa: BLE001 - confluent-kafka raises KafkaException for broker trouble
         return _fail(f"cannot reach {args.bootstrap_server}: {options.error_text(e)}")
     if output.is_json(args):
         output.print_json(sorted(md.topics))
@@ -119,7 +119,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     admin = _admin(args)
     try:
         md = admin.list_topics(timeout=args.timeout)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - reported to the user, whatever it is
         return _fail(f"cannot reach {args.bootstrap_server}: {options.error_text(e)}")
     names = args.topics or sorted(md.topics)
     status = 0
@@ -138,7 +138,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
         res = ConfigResource(ResourceType.TOPIC, name)
         try:
             configs = admin.describe_configs([res])[res].result(timeout=args.timeout)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported to the user, whatever it is
             status = _fail(f"describe configs of {name!r}: {options.error_text(e)}")
             configs = {}
         overrides = ",".join(
@@ -220,7 +220,7 @@ def cmd_create(args: argparse.Namespace) -> int:
     try:
         admin.create_topics([new], request_timeout=args.timeout)[args.topic].result(
             timeout=args.timeout)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - reported to the user, whatever it is
         return _fail(f"create {args.topic!r}: {options.error_text(e)}")
     print(f"Created topic {args.topic}.")
     return 0
@@ -248,7 +248,7 @@ def cmd_alter_config(args: argparse.Namespace) -> int:
     admin = _admin(args)
     try:
         admin.incremental_alter_configs([res])[res].result(timeout=args.timeout)
-    except Exception as e:
+    except Exception as e:  # noqa: BLE001 - reported to the user, whatever it is
         return _fail(f"alter configs of {args.topic!r}: {options.error_text(e)}")
     print(f"Completed updating config for topic {args.topic}.")
     return 0
@@ -262,6 +262,6 @@ def cmd_delete(args: argparse.Namespace) -> int:
         try:
             fut.result(timeout=args.timeout)
             print(f"Deleted topic {name}.")
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - reported to the user, whatever it is
             status = _fail(f"delete {name!r}: {options.error_text(e)}")
     return status

@@ -174,11 +174,10 @@ def describe(quotas: Quotas, components: Sequence[tuple[str, int, str | None]],
             typed.add(etype)
         else:
             raise QuotaError(f"Unknown match type {match_type}")
-    if IP in exact or IP in typed:
-        if {USER, CLIENT_ID} & (set(exact) | typed):
-            raise QuotaError("Invalid entity filter component combination. IP filter "
-                             "component should not be used with user or clientId filter "
-                             "component.")
+    if (IP in exact or IP in typed) and {USER, CLIENT_ID} & (set(exact) | typed):
+        raise QuotaError("Invalid entity filter component combination. IP filter "
+                         "component should not be used with user or clientId filter "
+                         "component.")
     out = []
     for ent, values in quotas.items():
         parts = dict(ent)

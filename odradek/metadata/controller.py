@@ -12,8 +12,8 @@ from __future__ import annotations
 import random
 import re
 import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Sequence
 
 from ..topic_config import check_topic_config_change
 from . import elr as ELR

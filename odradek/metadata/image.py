@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
-from . import client_quotas as Q
 from ..security import acl as A
 from ..security.resources import AclOperation, ResourceType
+from . import client_quotas as Q
 from . import records as R
 from .directory_id import realigned
 

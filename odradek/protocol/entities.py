@@ -16,14 +16,15 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields
 from functools import cache
-from typing import Any, Callable, Mapping, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from kio.schema.errors import ErrorCode
 
 _EMPTY_TUPLE: tuple[()] = ()
-_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 _ERROR_CODES: dict[int, ErrorCode] = {e.value: e for e in ErrorCode}
 
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..metadata import directories as D
 from ..metadata import image as img

@@ -21,7 +21,7 @@ from typing import Any
 
 from odradek.spark.options import OdradekOptionError
 
-__all__ = ["OdradekOptionError", "register", "NAME"]
+__all__ = ["NAME", "OdradekOptionError", "register"]
 
 NAME = "odradek"
 

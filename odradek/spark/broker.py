@@ -123,7 +123,7 @@ class OffsetReader:
         # Consumer-only keys make AdminClient warn; they are checked by the executors' consumers.
         try:
             self.admin = AdminClient(conf)
-        except Exception as e:  # librdkafka names the bad property
+        except Exception as e:  # noqa: BLE001 - librdkafka names the bad property
             raise OdradekOptionError(f'format("odradek") kafka.* options: {e}') from None
 
     def partitions(self) -> list[TopicPartitionKey]:

@@ -28,6 +28,7 @@ the query when the option is true (the default) and are skipped otherwise.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 import uuid
@@ -125,8 +126,8 @@ def plan_ranges(
             parts = max(parts, -(-size // opts.max_records_per_partition))
         parts = max(1, min(parts, size))
         step = size / parts
-        bounds = [f + int(round(step * i)) for i in range(parts)] + [u]
-        for a, b in zip(bounds, bounds[1:]):
+        bounds = [f + round(step * i) for i in range(parts)] + [u]
+        for a, b in itertools.pairwise(bounds):
             if b > a:
                 out.append(OffsetRangePartition(t, p, a, b, conf))
     return out
@@ -514,7 +515,7 @@ class OdradekStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def reportLatestOffset(self) -> OffsetDict | None:
         try:
             return to_offset_dict(self._latest())
-        except Exception:  # a status report must not fail the query
+        except Exception:  # noqa: BLE001 - a status report must not fail the query
             return None
 
     def partitions(self, start: OffsetDict, end: OffsetDict) -> Sequence[InputPartition]:

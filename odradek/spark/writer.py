@@ -102,11 +102,10 @@ def check_sink_schema(schema: StructType, opts: SinkOptions) -> None:
     for col in ("key", "value"):
         if col in fields and not isinstance(fields[col].dataType, (StringType, BinaryType)):
             raise bad(col, "string or binary")
-    if opts.topic is None:
-        if "topic" not in fields:
-            raise OdradekOptionError(
-                "format(\"odradek\") sink: no topic: set option 'topic' or add a 'topic' column"
-            )
+    if opts.topic is None and "topic" not in fields:
+        raise OdradekOptionError(
+            "format(\"odradek\") sink: no topic: set option 'topic' or add a 'topic' column"
+        )
     if "topic" in fields and not isinstance(fields["topic"].dataType, StringType):
         raise bad("topic", "string")
     if "partition" in fields and not isinstance(fields["partition"].dataType, IntegerType):
@@ -384,7 +383,7 @@ def write_transactional(iterator: Iterator[Any], opts: SinkOptions) -> SinkCommi
         except BaseException:
             try:
                 producer.abort_transaction(TXN_TIMEOUT_S)
-            except Exception as e:  # fenced or already failed: the broker aborts it
+            except Exception as e:  # noqa: BLE001 - fenced or already failed: the broker aborts it
                 log.warning("odradek sink: abort after failure: %s", e)
             raise
         crash_hook("after-commit", batch_id, pid, attempt)

@@ -361,7 +361,7 @@ class BrokerProcess:
     def log_tail(self, max_bytes: int = LOG_TAIL_BYTES) -> str:
         return tail(self.log_path, max_bytes)
 
-    def __enter__(self) -> BrokerProcess:
+    def __enter__(self) -> BrokerProcess:  # noqa: PYI034 - start() returns the process
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -21,8 +21,8 @@ from tests.integration.clients import (
     ck_consume,
     ck_consumer,
     ck_produce,
-    watermarks,
     create_topic,
+    watermarks,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.odradek_only]

@@ -16,7 +16,7 @@ import io
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from kio.serial import entity_writer
@@ -102,7 +102,7 @@ class Host:
     def observe_request(self, api_key: int, seconds: float, closed: bool) -> None:
         pass
 
-    client_quotas: dict[Any, Any] = {}
+    client_quotas: ClassVar[dict[Any, Any]] = {}
     quota_window = (11, 1)
 
 

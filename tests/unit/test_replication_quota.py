@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import uuid
 
+from odradek.configdef import LONG_MAX
+from odradek.metadata import records as R
+from odradek.metadata.image import MetadataImage, apply
 from odradek.replication.quota import (
     ALL,
     FOLLOWER,
@@ -13,9 +16,6 @@ from odradek.replication.quota import (
     TokenBucket,
     throttled_partitions,
 )
-from odradek.configdef import LONG_MAX
-from odradek.metadata import records as R
-from odradek.metadata.image import MetadataImage, apply
 from odradek.topic_config import validate_dynamic_broker_configs
 
 

@@ -12,7 +12,7 @@ from ..context import RequestContext
 from ..services import NoServices
 
 
-async def handle_api_versions(broker: "NoServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_api_versions(broker: NoServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "error_code": 0,
         "api_keys": [

@@ -61,7 +61,7 @@ class _Refused:
         self.error_message: str | None = None
 
 
-async def _alter_authorized(broker: "ConfigServices", ctx: RequestContext, resources: list[Any],
+async def _alter_authorized(broker: ConfigServices, ctx: RequestContext, resources: list[Any],
                             alter: Any) -> list[Any]:
     """Run `alter(image, resources)` on the resources the principal may alter;
     the others answer their authorization error, in request order."""
@@ -75,7 +75,7 @@ async def _alter_authorized(broker: "ConfigServices", ctx: RequestContext, resou
 
 
 async def handle_describe_configs(
-    broker: "ConfigServices", ctx: RequestContext, req: Any
+    broker: ConfigServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     image = broker.image
     include_synonyms = getattr(req, "include_synonyms", False)
@@ -136,7 +136,7 @@ async def handle_describe_configs(
 
 
 async def handle_incremental_alter_configs(
-    broker: "ConfigServices", ctx: RequestContext, req: Any
+    broker: ConfigServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     resources = [
         (r.resource_type, r.resource_name,
@@ -149,7 +149,7 @@ async def handle_incremental_alter_configs(
     return {"responses": _responses(resources, results)}
 
 
-async def handle_alter_configs(broker: "ConfigServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_alter_configs(broker: ConfigServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     resources = [
         (r.resource_type, r.resource_name, [(c.name, c.value) for c in r.configs])
         for r in req.resources

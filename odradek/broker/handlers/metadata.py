@@ -125,7 +125,7 @@ def error_topic(name: str | None, code: int, topic_id: uuid.UUID = ZERO_UUID) ->
     }
 
 
-async def handle_metadata(broker: "MetadataServices", ctx: RequestContext, req: Any) -> dict[str, Any]:
+async def handle_metadata(broker: MetadataServices, ctx: RequestContext, req: Any) -> dict[str, Any]:
     image = broker.image
     version = ctx.api_version
     requested = req.topics
@@ -243,7 +243,7 @@ UNSUPPORTED_ENDPOINT_TYPE = 115
 
 
 async def handle_describe_cluster(
-    broker: "MetadataServices", ctx: RequestContext, req: Any
+    broker: MetadataServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     """KIP-919, as Kafka: a broker listener describes the brokers (endpoint
     type 1); a controller listener (`--bootstrap-controller` clients) the
@@ -297,7 +297,7 @@ async def handle_describe_cluster(
 
 
 async def handle_describe_topic_partitions(
-    broker: "MetadataServices", ctx: RequestContext, req: Any
+    broker: MetadataServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     image = broker.image
     limit = max(1, min(req.response_partition_limit, 2000))

@@ -31,7 +31,7 @@ MAX_EPOCH = 32767
 
 
 async def handle_init_producer_id(
-    broker: "ProducerIdServices", ctx: RequestContext, req: Any
+    broker: ProducerIdServices, ctx: RequestContext, req: Any
 ) -> dict[str, Any]:
     if req.transactional_id is not None:
         if not ctx.authorize(Op.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
