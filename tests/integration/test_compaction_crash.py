@@ -50,8 +50,9 @@ def test_kill9_at_random_moments_of_cleaning_leaves_a_valid_log(
     seed = int(os.environ.get("ODRADEK_TEST_SEED", random.randrange(1 << 30)))
     rnd = random.Random(seed)
     print(f"seed {seed}")
-    broker = broker_factory({"log.cleaner.backoff.ms": 100, "log.segment.delete.delay.ms": 0},
-                            start=False)
+    # A loaded machine starves the idle-priority cleaner: raise it after 2 s.
+    broker = broker_factory({"log.cleaner.backoff.ms": 100, "log.segment.delete.delay.ms": 0,
+                             "odradek.log.cleaner.idle.max.ms": 2000}, start=False)
     broker.env = {"ODRADEK_CLEANER_STEP_DELAY_MS": str(STEP_DELAY_MS)}
     broker.start()
     create_topic(broker.bootstrap, topic_name, 1, {
@@ -70,11 +71,20 @@ def test_kill9_at_random_moments_of_cleaning_leaves_a_valid_log(
             serial += 1
         produce_updates(broker.bootstrap, topic_name, updates, batch_records=100)
         expected.update(updates)
-        # A random moment of a cleaning: once the cleaner is seen writing or
-        # swapping, wait a little longer, at random.
-        wait_until(lambda: any(n.endswith((".cleaned", ".swap")) for n in os.listdir(dir)),
-                   timeout=20, interval=0.005, desc="the cleaner at work")
-        time.sleep(rnd.uniform(0.0, 0.5))
+        if kill % 3 < 2:
+            # Aim at one of the two windows in turn: the cleaner pauses
+            # STEP_DELAY_MS with a group's .cleaned files open and no .swap yet,
+            # and after each rename of a decided swap; kill within the pause.
+            aim = ("cleaned files being written", "swap decided, not finished")[kill % 3]
+            wait_until(lambda aim=aim: _stage(os.listdir(dir)) == aim,
+                       timeout=20, interval=0.002, desc=f"the cleaner's stage '{aim}'")
+            time.sleep(rnd.uniform(0.0, STEP_DELAY_MS / 2000))
+        else:
+            # A random moment of a cleaning: once the cleaner is seen writing or
+            # swapping, wait a little longer, at random.
+            wait_until(lambda: any(n.endswith((".cleaned", ".swap")) for n in os.listdir(dir)),
+                       timeout=20, interval=0.005, desc="the cleaner at work")
+            time.sleep(rnd.uniform(0.0, 0.5))
         workers = child_pids(broker.pid or -1)
         broker.kill9()
         # The cleaner worker dies with the broker (PR_SET_PDEATHSIG): it cannot
@@ -87,8 +97,8 @@ def test_kill9_at_random_moments_of_cleaning_leaves_a_valid_log(
         assert not wrong, f"kill {kill}: {len(wrong)} keys lost their latest value: {wrong[:5]}"
         broker.start()
     print(f"kills by stage: {dict(stages)}")
-    # The kills landed in both windows that matter (how many in each depends on
-    # the machine's load: on a quiet box about 14 and 6 of 20).
+    # The kills landed in both windows that matter (two kills in three aim at
+    # them; a loaded machine can still make a kill miss its window).
     assert stages["swap decided, not finished"] >= 1, stages
     assert stages["cleaned files being written"] >= 1, stages
     # Without pauses the cleaner finishes; every key holds its latest value once.
