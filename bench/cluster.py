@@ -166,6 +166,43 @@ def ctx_switches(pids: list[int]) -> tuple[int, int]:
     return int(vol), int(invol)
 
 
+def cpu_sleeps() -> int | None:
+    """How often this machine's CPUs have entered a sleeping idle state (every
+    cpuidle state but POLL, all CPUs). In a VM each is a halt the hypervisor sees:
+    the vCPU may lose its physical core and come back to cold caches. None where
+    the kernel has no cpuidle."""
+    total, found = 0, False
+    for state in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/cpuidle/state[0-9]*"):
+        try:
+            if (state / "name").read_text().strip() == "POLL":
+                continue
+            total += int((state / "usage").read_text())
+            found = True
+        except (OSError, ValueError):
+            continue
+    return total if found else None
+
+
+def topic_log_bytes(data_dirs: list[Path], topic: str) -> list[int]:
+    """Each data dir's bytes of `topic`'s segment files (all its partitions)."""
+    return [sum(f.stat().st_size for f in d.glob(f"{topic}-*/*.log")
+                if f.parent.name.rsplit("-", 1)[0] == topic) for d in data_dirs]
+
+
+def wait_replicated(data_dirs: list[Path], topic: str, timeout: float = 120.0) -> None:
+    """Until every replica holds every byte of `topic` (each dir the same size, not
+    growing). At acks=1 the producer's last acknowledgement comes before the
+    followers have copied the run's tail: their copying is the run's cost too."""
+    deadline, last = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        sizes = topic_log_bytes(data_dirs, topic)
+        if sizes[0] > 0 and len(set(sizes)) == 1 and sizes == last:
+            return
+        last = sizes
+        time.sleep(0.005)
+    raise TimeoutError(f"replicas of {topic} not caught up after {timeout} s: {last}")
+
+
 def create(bootstrap: str, topic: str, partitions: int, rf: int,
            config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -228,10 +265,13 @@ def _send_all(p: Any, topic: str, records: int, size: int) -> int:
 def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
                broker_pids: list[int], spy_dir: Path | None = None,
                spy_name: str = "", acks: str = "all",
-               recycle: tuple[Path, int] | None = None) -> dict[str, Any]:
+               recycle: tuple[Path, int] | None = None,
+               replica_dirs: list[Path] | None = None) -> dict[str, Any]:
     """One producer; or, given several bootstraps, one producer per bootstrap
     at once, each sending its share of `records` (several RF=1 nodes loading
-    the box as the RF=3 cluster's three brokers do)."""
+    the box as the RF=3 cluster's three brokers do). With `replica_dirs` (every
+    replica's data dir) the brokers' CPU is read once every replica holds every
+    byte, not at the producer's last acknowledgement."""
     errors: list[str] = []
     bootstraps = [bootstrap] if isinstance(bootstrap, str) else bootstrap
     batches = [0]
@@ -255,6 +295,7 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     vol0, invol0 = ctx_switches(broker_pids)
     faults0 = minor_faults(broker_pids)
     rss0 = rss_bytes(broker_pids)
+    sleeps0 = cpu_sleeps()
     broker0 = user0 + sys0
     for p in producers:  # statistics windows before the clock are not counted
         p.poll(0)
@@ -277,10 +318,14 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
             t.join()
         left = sum(lefts)
     wall = time.monotonic() - t0
+    if replica_dirs:
+        wait_replicated(replica_dirs, topic)
+    replicated = time.monotonic() - t0
     user1, sys1 = user_sys_seconds(broker_pids)
     vol1, invol1 = ctx_switches(broker_pids)
     faults1 = minor_faults(broker_pids)
     rss1 = rss_bytes(broker_pids)
+    sleeps1 = cpu_sleeps()
     broker_cpu = user1 + sys1 - broker0
     client_cpu = sum(me.cpu_times()[:2]) - client0
     stop_py_spy(spies)
@@ -295,6 +340,8 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
         # time.monotonic() at the start: lines a run up with `perf record -k CLOCK_MONOTONIC`
         "monotonic_start_s": round(t0, 3),
         "records_per_s": round(records / wall), "mb_per_s": round(records * size / wall / 1e6, 1),
+        # from the first send until every replica holds every byte (the CPU window)
+        "replicated_s": round(replicated, 2),
         "broker_cpu_s": round(broker_cpu, 2), "client_cpu_s": round(client_cpu, 2),
         "broker_cpu_us_per_record": round(broker_cpu / records * 1e6, 1),
         # the kernel's share (socket copies, page-cache writes) and the process's own
@@ -306,11 +353,14 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
                                                round((invol1 - invol0) / records * 1000, 1)],
         # fresh anonymous pages the brokers touched (each costs a fault and a zeroed page)
         "broker_minor_faults_per_1k_records": round((faults1 - faults0) / records * 1000, 1),
+        # how often a CPU of the machine went to sleep idle (see cpu_sleeps), per 1,000 records
+        "cpu_sleeps_per_1k_records": (round((sleeps1 - sleeps0) / records * 1000, 1)
+                                      if sleeps0 is not None and sleeps1 is not None else None),
         # the brokers' resident memory before and after the run (all processes, MiB)
         "broker_rss_mib": [round(rss0 / 2**20), round(rss1 / 2**20)],
         # the same less the idle rate over the run's wall time
         "broker_cpu_us_per_record_less_idle": round(
-            max(broker_cpu - idle_cores * wall, 0.0) / records * 1e6, 2),
+            max(broker_cpu - idle_cores * replicated, 0.0) / records * 1e6, 2),
     }
 
 
@@ -582,7 +632,8 @@ def main() -> int:
                   flush=True)
             create(cluster.bootstrap, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
             rf3 = throughput(cluster.bootstrap, topic, args.records, args.size,
-                             pids, args.py_spy, "rf3", args.throughput_acks, recycle(3))
+                             pids, args.py_spy, "rf3", args.throughput_acks, recycle(3),
+                             [b.data_dir for b in cluster.brokers.values()])
             print(f"round {r + 1}: 3 brokers, RF=3, acks={args.throughput_acks}:", rf3,
                   flush=True)
             rounds.append({"single_rf1": rf1, "cluster_rf3": rf3, **ratios(rf1, rf3)})
