@@ -150,6 +150,10 @@ class BrokerMetrics:
                       registry=self.registry)
         self.bytes_in = net.labels("in")
         self.bytes_out = net.labels("out")
+        # the part of bytes out that left a segment file with sendfile (file_slice.py)
+        self.bytes_sendfile = Counter(
+            "odradek_network_sendfile_bytes", "Bytes out sent from segment files with "
+            "sendfile(2), without a copy through the broker", registry=self.registry)
         Gauge("odradek_connections", "Open client connections", registry=self.registry
               ).set_function(lambda: len(broker.connections))
         Gauge("odradek_partitions", "Partitions hosted", registry=self.registry

@@ -38,6 +38,7 @@ import asyncio
 import collections
 import itertools
 import logging
+import os
 import socket
 import ssl
 import time
@@ -56,6 +57,7 @@ from ..security.tls import (
     TlsTransport,
     handshake_failure,
 )
+from ..storage.file_slice import FileSlice
 from .connection_limits import ConnectionLimits, peer_address
 from .context import Later
 from .metrics import BrokerMetrics
@@ -109,6 +111,7 @@ class KafkaConnection(asyncio.Protocol):
         self.decoder = FrameDecoder(broker.socket_request_max_bytes)
         self.queue: collections.deque[bytes] = collections.deque()
         self.transport: asyncio.Transport | None = None
+        self._sock_fd = -1  # the socket's descriptor, for sendfile (_write_with_files)
         self.peer = "?"
         self.peer_address = "?"
         self.last_active_s = time.monotonic()
@@ -136,6 +139,7 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         sock = transport.get_extra_info("socket")
         if sock is not None:
+            self._sock_fd = sock.fileno()
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             except OSError:
@@ -421,11 +425,58 @@ class KafkaConnection(asyncio.Protocol):
         assert self.transport is not None
         self.last_active_s = time.monotonic()
         if type(response) is list:
-            self.transport.writelines(response)
             self.broker.metrics.bytes_out.inc(sum(map(len, response)))
+            if any(type(part) is FileSlice for part in response):
+                return self._write_with_files(response)
+            self.transport.writelines(response)
         else:
             self.transport.write(response)
             self.broker.metrics.bytes_out.inc(len(response))
+        return True
+
+    def _write_with_files(self, parts: list[Any]) -> bool:
+        """An answer holding ranges of segment files (a follower's Fetch). While
+        nothing waits in the write buffer, bytes go straight to the socket and
+        ranges with sendfile(2); from the first part the socket does not take
+        whole, the rest goes to the transport in order, ranges read into bytes.
+        A TLS connection reads every range (the bytes must be encrypted)."""
+        assert self.transport is not None
+        fd = self._sock_fd
+        if (self._tls is not None or self.transport.is_closing()
+                or self.transport.get_write_buffer_size()):
+            fd = -1
+        rest: list[Any] = []
+        sendfile_bytes = 0
+        try:
+            for part in parts:
+                if fd < 0:
+                    rest.append(part.read() if type(part) is FileSlice else part)
+                    continue
+                if type(part) is FileSlice:
+                    sent = part.send_to(fd)
+                    sendfile_bytes += sent
+                    if sent == part.size:
+                        continue
+                    rest.append(part.read(sent))
+                else:
+                    sent = _send_some(fd, part)
+                    if sent == len(part):
+                        continue
+                    rest.append(part[sent:])
+                fd = -1  # the socket is full: the transport takes the rest
+        except OSError as e:
+            # part of the answer may be on the wire already: the stream is broken
+            log.warning("closing %s: an answer could not be written: %s", self.peer, e)
+            self.abort()
+            return False
+        finally:
+            for part in parts:
+                if type(part) is FileSlice:
+                    part.close()
+        if sendfile_bytes:
+            self.broker.metrics.bytes_sendfile.inc(sendfile_bytes)
+        if rest:
+            self.transport.writelines(rest)
         return True
 
     # -- answers that come later (context.Later) --------------------------------
@@ -464,3 +515,14 @@ class KafkaConnection(asyncio.Protocol):
             self._later_waiter = asyncio.get_running_loop().create_future()
             await self._later_waiter
             self._later_waiter = None
+
+
+def _send_some(fd: int, data: bytes) -> int:
+    """Write what the non-blocking socket `fd` takes now; how many bytes."""
+    while True:
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except InterruptedError:
+            continue

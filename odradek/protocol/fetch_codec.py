@@ -5,6 +5,9 @@ BytesIO, then a join with the frame header) copies every byte of records three
 times; this encoder returns the response frame as a list of chunks in which
 each partition's records are the very bytes object read from the segment, so
 the transport writes them with `writelines` and no copy is made in Python.
+A partition's records may also be a range of a segment file that the
+connection sends with sendfile (storage/file_slice.py): only its len() is
+taken here.
 
 Layout (FetchResponse v4-v16; flexible from v12: compact lengths = n+1 as
 uvarint, compact nullable = 0 for null, a tagged-field section after each
@@ -90,10 +93,11 @@ def _tagged_top(version: int, data: dict[str, Any]) -> bytes:
         body += _compact(e.get("rack")) + b"\x00"
     return b"\x01\x00" + encode_uvarint(len(body)) + bytes(body)
 
-def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any]) -> list[bytes]:
-    """The whole response frame (size prefix, header, body) as chunks."""
+def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any]) -> list[Any]:
+    """The whole response frame (size prefix, header, body) as chunks: bytes,
+    and each partition's records as given (bytes, or a file range)."""
     flexible = version >= 12
-    chunks: list[bytes] = []
+    chunks: list[Any] = []
     head = bytearray()
     throttle = int(data.get("throttle_time", 0))
     if version >= 7:

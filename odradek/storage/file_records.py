@@ -35,6 +35,7 @@ from odradek.protocol.records import (
     iter_batch_headers,
     parse_batch_header,
 )
+from odradek.storage.file_slice import FileSlice
 from odradek.storage.index import INT32_MAX
 from odradek.storage.open_files import PROCESS_LIMIT_ERRNOS, SEGMENT_FILES, OpenSegmentFiles
 
@@ -156,6 +157,20 @@ class FileRecords:
         fd = self._acquire()
         try:
             return os.pread(fd, size, position)
+        finally:
+            self._release()
+
+    def slice(self, size: int, position: int) -> FileSlice | bytes:
+        """The range as a `FileSlice` (sent with sendfile, file_slice.py); its
+        bytes instead when the process has no descriptor to spare."""
+        fd = self._acquire()
+        try:
+            try:
+                return FileSlice(os.dup(fd), position, size)
+            except OSError as e:
+                if e.errno not in PROCESS_LIMIT_ERRNOS:
+                    raise
+                return os.pread(fd, size, position)
         finally:
             self._release()
 

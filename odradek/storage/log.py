@@ -42,6 +42,7 @@ from pathlib import Path
 
 from odradek.protocol.records import BatchHeader, assign_offsets
 from odradek.storage import producer_log
+from odradek.storage.file_slice import FileSlice
 from odradek.storage.leader_epoch import write_deferred_together
 from odradek.storage.local_log import (
     KAFKA_STORAGE_ERROR,
@@ -279,6 +280,26 @@ class PartitionLog(LocalLog):
         at most ``max_bytes`` (or the first batch alone if bigger and
         ``min_one_batch``), stopping before the batch that holds ``max_offset``
         (the high watermark or last stable offset)."""
+        base, position, data = self._read(fetch_offset, max_bytes, max_offset, min_one_batch,
+                                          zero_copy=False)
+        assert not isinstance(data, FileSlice)
+        return FetchDataInfo(fetch_offset, data, base, position)
+
+    def read_to_send(
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        max_offset: int = LONG_MAX,
+        min_one_batch: bool = True,
+    ) -> bytes | FileSlice:
+        """The records `read` would give, for a connection to send: a large range
+        comes as a `FileSlice` (sent with sendfile, file_slice.py), not bytes."""
+        return self._read(fetch_offset, max_bytes, max_offset, min_one_batch,
+                          zero_copy=True)[2]
+
+    def _read(self, fetch_offset: int, max_bytes: int, max_offset: int, min_one_batch: bool,
+              zero_copy: bool) -> tuple[int, int, bytes | FileSlice]:
+        """(segment base offset, file position, records); -1, -1 when empty."""
         self._check_online()
         if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
             raise OffsetOutOfRange(
@@ -286,19 +307,19 @@ class PartitionLog(LocalLog):
                 f"{self.log_end_offset}] for {self.topic}-{self.partition}"
             )
         if fetch_offset == self.log_end_offset or fetch_offset >= max_offset:
-            return FetchDataInfo(fetch_offset, b"")
+            return -1, -1, b""
         i = max(0, bisect_right(self._bases, fetch_offset) - 1)
         while i < len(self._segments):
             segment = self._segments[i]
             try:
-                found = segment.read(fetch_offset, max_bytes, max_offset, min_one_batch)
+                found = segment.read(fetch_offset, max_bytes, max_offset, min_one_batch,
+                                     zero_copy)
             except OSError as e:
                 raise self._storage_error(e) from e
             if found is not None:
-                position, data = found
-                return FetchDataInfo(fetch_offset, data, segment.base_offset, position)
+                return segment.base_offset, found[0], found[1]
             i += 1
-        return FetchDataInfo(fetch_offset, b"")
+        return -1, -1, b""
 
     def collect_aborted_txns(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [fetch_offset, upper_offset), from the

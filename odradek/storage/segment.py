@@ -57,9 +57,13 @@ from odradek.storage.file_records import (
     segment_file_name,
     whole_batches_before,
 )
+from odradek.storage.file_slice import ZERO_COPY_MIN_BYTES, FileSlice
 from odradek.storage.index import INT32_MAX, CorruptIndex, OffsetIndex, TimeIndex
 from odradek.storage.segment_facts import SegmentFacts
 from odradek.storage.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
+
+# A trimmed zero-copy read walks at most this many batch headers (segment.read).
+ZERO_COPY_MAX_BATCHES = 32
 
 # The file names and limits live in file_records.py; re-exported for callers.
 __all__ = [
@@ -295,13 +299,16 @@ class LogSegment(SegmentFacts):
         max_bytes: int,
         max_offset: int = LONG_MAX,
         min_one_batch: bool = False,
-    ) -> tuple[int, bytes] | None:
+        zero_copy: bool = False,
+    ) -> tuple[int, bytes | FileSlice] | None:
         """Whole batches from the one holding ``start_offset``, at most ``max_bytes``
         (or exactly the first batch if it alone is bigger and ``min_one_batch``),
         ending before the batch that holds ``max_offset``.
 
         Returns (file position, bytes), or None when no batch in this segment
-        has an offset >= start_offset. Bytes may be empty.
+        has an offset >= start_offset. Bytes may be empty. With ``zero_copy`` a
+        range of at least ZERO_COPY_MIN_BYTES whose end needs no trimming comes
+        as a `FileSlice` instead of bytes (file_slice.py).
         """
         location = self._find_batch(start_offset)
         if location is None:
@@ -313,12 +320,37 @@ class LogSegment(SegmentFacts):
         limit = min(max_bytes, available)
         if location.size > limit:
             if min_one_batch:
-                return position, self.log.pread(location.size, position)
+                return position, self._bytes(location.size, position, zero_copy)
             return position, b""
-        data = self.log.pread(limit, position)
         if limit == available and max_offset >= self.next_offset:
-            return position, data  # the segment ends on a batch boundary
+            # the segment ends on a batch boundary
+            return position, self._bytes(limit, position, zero_copy)
+        if zero_copy and limit >= ZERO_COPY_MIN_BYTES:
+            # where whole batches end, from their headers, without reading them
+            end = self._whole_batches_end(position, position + limit, max_offset)
+            if end is not None:
+                return position, self._bytes(end - position, position, zero_copy)
+        data = self.log.pread(limit, position)
         return position, data[: whole_batches_before(data, max_offset)]
+
+    def _whole_batches_end(self, start: int, end: int, max_offset: int) -> int | None:
+        """Where the whole batches from ``start`` that fit before ``end`` and end
+        before the batch holding ``max_offset`` stop; None when that takes more
+        than ZERO_COPY_MAX_BATCHES headers (many small batches: one pread of them
+        all costs less than the header reads)."""
+        stop = start
+        for count, (position, header) in enumerate(self._iter_headers(start, end)):
+            if count == ZERO_COPY_MAX_BATCHES:
+                return None
+            if header.last_offset >= max_offset:
+                break
+            stop = position + header.size
+        return stop
+
+    def _bytes(self, size: int, position: int, zero_copy: bool) -> bytes | FileSlice:
+        if zero_copy and size >= ZERO_COPY_MIN_BYTES:
+            return self.log.slice(size, position)
+        return self.log.pread(size, position)
 
     def read_batch(self, position: int, size: int) -> bytes:
         return self.log.pread(size, position)

@@ -18,7 +18,9 @@ high watermark. Each partition is checked as Kafka checks it:
 A follower with nothing to read parks until an append or its max wait. Fetch
 sessions are not used by followers (odradek's fetcher sends full fetches).
 The answer's last stable offset is the high watermark: followers replicate
-transaction markers as records and never read it.
+transaction markers as records and never read it. A partition's records of
+64 KiB or more go into the answer as a range of the segment file, which the
+connection sends with sendfile (storage/file_slice.py, network.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 from ...protocol import errors as E
 from ...protocol.entities import ms
 from ...replication.follower import diverging_epoch
+from ...storage.file_slice import FileSlice
 from ...storage.log import OffsetOutOfRange
 from ..context import RequestContext
 from ..services import ReplicaFetchServices
@@ -85,10 +88,11 @@ def _read(broker: ReplicaFetchServices, replica_id: int, topic: str, p: Any,
     throttled = replica_id not in part.isr and quota.is_throttled(image, topic, index)
     if throttled:
         limit = min(limit, quota.available(image, now_s))
-    data = b""
+    data: bytes | FileSlice = b""
     if offset < plog.log_end_offset and limit > 0:
         try:
-            data = plog.read(offset, limit, plog.log_end_offset, True).records
+            # a large range goes out with sendfile (storage/file_slice.py)
+            data = plog.read_to_send(offset, limit, plog.log_end_offset, True)
         except (OffsetOutOfRange, OSError):
             return _answer(index, E.OFFSET_OUT_OF_RANGE, high_watermark=plog.high_watermark,
                            log_start_offset=plog.log_start_offset), 0, True
