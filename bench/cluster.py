@@ -13,7 +13,10 @@ topic with 6 partitions, in the same run to:
 
 and reports records/s, MB/s, and the CPU seconds of the broker processes
 (all of them: on a two-core box the cluster's three brokers share the cores,
-so CPU per record is the fairer number) and of the client. The brokers' idle
+so CPU per record is the fairer number) and of the client. The brokers' CPU
+is read once every replica holds every byte: at acks=1 the followers are
+still copying when the producer's last record is acknowledged (the JSON's
+`replicated_s` says when they were done). The brokers' idle
 CPU is sampled for IDLE_S before each run (the cluster's heartbeats every
 250 ms and follower long-polls of 200 ms cost ~0.05 cores in all, the single
 node ~0.003) and the CPU per record is also given less that rate over the
