@@ -35,7 +35,7 @@ from odradek.protocol.records import (
     iter_batch_headers,
     parse_batch_header,
 )
-from odradek.storage.file_slice import FileSlice
+from odradek.storage.file_slice import MAX_LIVE_SLICES, FileSlice
 from odradek.storage.index import INT32_MAX
 from odradek.storage.open_files import PROCESS_LIMIT_ERRNOS, SEGMENT_FILES, OpenSegmentFiles
 
@@ -162,9 +162,12 @@ class FileRecords:
 
     def slice(self, size: int, position: int) -> FileSlice | bytes:
         """The range as a `FileSlice` (sent with sendfile, file_slice.py); its
-        bytes instead when the process has no descriptor to spare."""
+        bytes instead when the process has no descriptor to spare or holds
+        MAX_LIVE_SLICES slices already."""
         fd = self._acquire()
         try:
+            if FileSlice.live >= MAX_LIVE_SLICES:
+                return os.pread(fd, size, position)
             try:
                 return FileSlice(os.dup(fd), position, size)
             except OSError as e:

@@ -19,6 +19,9 @@ Rules
   as the answer's size prefix can no longer be kept.
 * ``send_to`` writes what the socket takes without blocking; the caller sends
   the rest with ``read(start)`` through its transport, in order.
+* At most ``MAX_LIVE_SLICES`` exist at once in a process (``FileSlice.live``):
+  a fetch asking for gigabytes over many partitions cannot turn into as many
+  descriptors. Past it, and when no descriptor is free, reads give bytes.
 """
 
 from __future__ import annotations
@@ -26,19 +29,24 @@ from __future__ import annotations
 import errno
 import os
 
-__all__ = ["ZERO_COPY_MIN_BYTES", "FileSlice"]
+__all__ = ["MAX_LIVE_SLICES", "ZERO_COPY_MIN_BYTES", "FileSlice"]
 
 # Below this a pread and one more copy cost less than the descriptor's dup and close.
 ZERO_COPY_MIN_BYTES = 64 * 1024
+# Slices (each a descriptor) a process holds at once, at most.
+MAX_LIVE_SLICES = 1024
 
 
 class FileSlice:
     __slots__ = ("_fd", "position", "size")
 
+    live = 0  # slices not yet closed, in this process
+
     def __init__(self, fd: int, position: int, size: int) -> None:
         self._fd = fd  # owned: closed by close()
         self.position = position
         self.size = size
+        FileSlice.live += 1
 
     def __len__(self) -> int:
         return self.size
@@ -76,6 +84,7 @@ class FileSlice:
     def close(self) -> None:
         fd, self._fd = self._fd, -1
         if fd >= 0:
+            FileSlice.live -= 1
             os.close(fd)
 
     def __del__(self) -> None:

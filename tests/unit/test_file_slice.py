@@ -155,3 +155,21 @@ def test_small_reads_and_many_small_batches_come_as_bytes(tmp_path: Path) -> Non
     got = log.read_to_send(10, 200_000, log.log_end_offset)
     assert isinstance(got, bytes)
     assert got == log.read(10, 200_000, log.log_end_offset).records
+
+
+def test_past_the_live_bound_reads_give_bytes(tmp_path: Path, monkeypatch) -> None:
+    from odradek.storage import file_records
+
+    log = _log(tmp_path)
+    for _ in range(3):
+        _append(log, 100, 1000)
+    monkeypatch.setattr(file_records, "MAX_LIVE_SLICES", FileSlice.live + 1)
+    first = log.read_to_send(0, 10**8, log.log_end_offset)
+    assert isinstance(first, FileSlice)
+    # the bound is reached while the first is held: the next read is bytes
+    second = log.read_to_send(0, 10**8, log.log_end_offset)
+    assert isinstance(second, bytes)
+    assert second == _bytes(first)  # _bytes closes it: the bound frees again
+    third = log.read_to_send(0, 10**8, log.log_end_offset)
+    assert isinstance(third, FileSlice)
+    third.close()
