@@ -591,14 +591,17 @@ def main() -> int:
                               "recycled_free_pages": args.recycle_pages,
                               "batch_bytes": args.batch_bytes}
 
-    def ratios(s: dict[str, Any], c: dict[str, Any]) -> dict[str, float]:
+    def ratio(a: float, b: float) -> float | None:
+        # None when RF=1 measured no CPU at all (a run shorter than a clock tick)
+        return round(a / b, 2) if b > 0 else None
+
+    def ratios(s: dict[str, Any], c: dict[str, Any]) -> dict[str, float | None]:
         return {
-            "throughput_ratio_rf3_vs_rf1": round(c["records_per_s"] / s["records_per_s"], 2),
-            "cpu_ratio_per_record": round(
-                c["broker_cpu_us_per_record"] / s["broker_cpu_us_per_record"], 2),
-            "cpu_ratio_per_record_less_idle": round(
-                c["broker_cpu_us_per_record_less_idle"]
-                / max(s["broker_cpu_us_per_record_less_idle"], 1e-9), 2),
+            "throughput_ratio_rf3_vs_rf1": ratio(c["records_per_s"], s["records_per_s"]),
+            "cpu_ratio_per_record": ratio(c["broker_cpu_us_per_record"],
+                                          s["broker_cpu_us_per_record"]),
+            "cpu_ratio_per_record_less_idle": ratio(c["broker_cpu_us_per_record_less_idle"],
+                                                    s["broker_cpu_us_per_record_less_idle"]),
         }
 
     if args.rf1_nodes > 1:
@@ -655,7 +658,8 @@ def main() -> int:
     result["single_rf1"], result["cluster_rf3"] = rounds[-1]["single_rf1"], rounds[-1]["cluster_rf3"]
     for key in ratios(rounds[0]["single_rf1"], rounds[0]["cluster_rf3"]):
         # one round: its ratio; several: the median, each round's beside it
-        result[key] = statistics.median(r[key] for r in rounds)
+        measured = [r[key] for r in rounds if r[key] is not None]
+        result[key] = statistics.median(measured) if measured else None
         if len(rounds) > 1:
             result[key + "_rounds"] = [r[key] for r in rounds]
     if len(rounds) > 1:

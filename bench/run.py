@@ -469,10 +469,24 @@ def collect(ctx: Any, procs: list[Any], out: Any, n: int, deadline: float) -> li
     return results
 
 
+# --client-preload: LD_PRELOAD of the client processes only (the brokers are
+# started before it is set, and it is unset again once the clients are spawned)
+CLIENT_PRELOAD: str | None = None
+
+
 def run_clients(ctx: Any, cpu: BrokerCpu, procs: list[Any], go: Any, out: Any,
                 deadline: float) -> tuple[list[dict[str, Any]], CpuSampler]:
-    for p in procs:
-        p.start()
+    before = os.environ.get("LD_PRELOAD")
+    if CLIENT_PRELOAD:
+        os.environ["LD_PRELOAD"] = CLIENT_PRELOAD  # a spawned child takes this environment
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        if before is None:
+            os.environ.pop("LD_PRELOAD", None)
+        else:
+            os.environ["LD_PRELOAD"] = before
     time.sleep(1.0)  # let the clients connect and fetch metadata
     with CpuSampler(cpu) as sampler:
         go.set()
@@ -792,6 +806,10 @@ def main(argv: list[str] | None = None) -> int:
                          "default; until 2026-11-26 the bench used 10 MiB)")
     ap.add_argument("--client-gc-threshold", type=int, default=0,
                     help="gc.set_threshold(N) in the consumer processes (default: Python's)")
+    ap.add_argument("--client-preload", default=None, metavar="LIB",
+                    help="LD_PRELOAD for the client processes only, e.g. "
+                         "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2 to see how much of a "
+                         "client-bound row is glibc malloc's (docs/benchmarks.md)")
     ap.add_argument("--consume-count", dest="consume_all", action="store_false",
                     help="consume runs read only --records records, not all the produce "
                          "runs wrote")
@@ -808,6 +826,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="where odradek's data dir goes (default: the temp dir); "
                          "/dev/shm puts it in memory like tansu's memory storage")
     args = ap.parse_args(argv)
+    if args.client_preload is not None:
+        if not Path(args.client_preload).is_file():
+            ap.error(f"--client-preload {args.client_preload}: no such file")
+        global CLIENT_PRELOAD
+        CLIENT_PRELOAD = args.client_preload
     if args.single:
         args.producers = args.consumers = 1
     scale = 10 if args.quick else 1
