@@ -119,6 +119,8 @@ class BrokerLifecycle:
         self.controller_id = self._order[0]
         self._generation = 0  # bumped on every move to another controller
         self._unreachable_until: dict[int, float] = {}  # loop time, by controller
+        # old forwarding channels closing once idle (_close_channels)
+        self._closing: set[asyncio.Task[None]] = set()
         self._open_channels()
         self.incarnation_id = uuid.uuid4()
         self.broker_epoch = -1
@@ -154,7 +156,7 @@ class BrokerLifecycle:
             return False
 
     async def stop(self) -> None:
-        await stop_tasks(list(self._tasks))
+        await stop_tasks([*self._tasks, *self._closing])
         self._close_channels()
 
     # -- which controller ---------------------------------------------------------------
@@ -168,9 +170,22 @@ class BrokerLifecycle:
         self._requests = KafkaChannel(host, port, b"odradek-controller-requests", tls, sasl)
         self._forwarding = KafkaChannel(host, port, b"odradek-forwarding", tls, sasl)
 
-    def _close_channels(self) -> None:
-        for ch in (self._heartbeats, self._metadata, self._requests, self._forwarding):
+    def _close_channels(self, let_forwarding_finish: bool = False) -> None:
+        for ch in (self._heartbeats, self._metadata, self._requests):
             ch.close()
+        if not let_forwarding_finish:
+            self._forwarding.close()
+            return
+        # A client's forwarded request may be in flight on the old channel, already
+        # applied by the old controller, its answer on the way (a RemoveRaftVoter of
+        # that very controller: it commits, resigns, and our heartbeat's
+        # NOT_CONTROLLER moves us on). Cut off, `forward` would send it again to the
+        # next controller and answer the client that one's error (VOTER_NOT_FOUND).
+        # The old channel closes once that answer is in (a controller that answers
+        # NOT_CONTROLLER is alive; one found unreachable is cut off at once).
+        closing = asyncio.get_running_loop().create_task(self._forwarding.close_when_idle())
+        self._closing.add(closing)
+        closing.add_done_callback(self._closing.discard)
 
     def _move_controller(
         self, seen_generation: int, leader_hint: int = -1, unreachable: bool = False
@@ -198,7 +213,8 @@ class BrokerLifecycle:
             at = self._order.index(self.controller_id)
             rotation = [self._order[(at + i) % len(self._order)] for i in range(1, len(self._order))]
             target = next((n for n in rotation if reachable(n)), rotation[0])
-        self._close_channels()
+        # an unreachable controller will not answer: cut its requests off at once
+        self._close_channels(let_forwarding_finish=not unreachable)
         self.controller_id = target
         self._generation += 1
         self._open_channels()

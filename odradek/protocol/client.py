@@ -138,6 +138,12 @@ class KafkaChannel:
         self._transport = None
         self._protocol = None
 
+    async def close_when_idle(self) -> None:
+        """Close once the request in flight, if any, has its answer (or fails):
+        for a channel being replaced whose last request must not be cut off."""
+        async with self._lock:
+            self.close()
+
     def _next_correlation_id(self) -> int:
         self._correlation_id = (self._correlation_id + 1) & 0x7FFFFFFF
         return self._correlation_id
