@@ -66,8 +66,8 @@ ENVELOPE: dict[str, Any] = {"request_data": b"\x00" * 16, "request_principal": b
                             "client_host_address": b"\x7f\x00\x00\x01"}
 
 
-async def _scenario() -> tuple[bytes, bytes, int, int]:
-    first, second = _Controller(b"first", delay_s=0.5), _Controller(b"second", delay_s=0.0)
+async def _broker_of(first: _Controller, second: _Controller) -> BrokerLifecycle:
+    """A broker's lifecycle whose controllers are `first` (100) and `second` (101)."""
     p1, p2 = await first.start(), await second.start()
     config = BrokerConfig.from_properties({
         "process.roles": "broker", "node.id": "1",
@@ -75,7 +75,19 @@ async def _scenario() -> tuple[bytes, bytes, int, int]:
         "controller.listener.names": "CONTROLLER",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
     })
-    lifecycle = BrokerLifecycle(_Host(config), observer=False)  # type: ignore[arg-type]
+    return BrokerLifecycle(_Host(config), observer=False)  # type: ignore[arg-type]
+
+
+async def _stop(lifecycle: BrokerLifecycle, *controllers: _Controller) -> None:
+    await lifecycle.stop()
+    for c in controllers:
+        assert c.server is not None
+        c.server.close()
+
+
+async def _scenario() -> tuple[bytes, bytes, int, int]:
+    first, second = _Controller(b"first", delay_s=0.5), _Controller(b"second", delay_s=0.0)
+    lifecycle = await _broker_of(first, second)
     try:
         assert lifecycle.controller_id == 100
         forwarded = asyncio.ensure_future(lifecycle.forward(ENVELOPE))
@@ -88,10 +100,7 @@ async def _scenario() -> tuple[bytes, bytes, int, int]:
         after = bytes((await lifecycle.forward(ENVELOPE)).response_data)
         return answer, after, first.requests, second.requests
     finally:
-        await lifecycle.stop()
-        for c in (first, second):
-            assert c.server is not None
-            c.server.close()
+        await _stop(lifecycle, first, second)
 
 
 def test_a_forwarded_request_is_answered_by_the_controller_it_went_to() -> None:
@@ -104,14 +113,7 @@ def test_a_forwarded_request_is_answered_by_the_controller_it_went_to() -> None:
 
 async def _unreachable_scenario() -> tuple[bytes, int, int]:
     first, second = _Controller(b"first", delay_s=30.0), _Controller(b"second", delay_s=0.0)
-    p1, p2 = await first.start(), await second.start()
-    config = BrokerConfig.from_properties({
-        "process.roles": "broker", "node.id": "1",
-        "controller.quorum.voters": f"100@127.0.0.1:{p1},101@127.0.0.1:{p2}",
-        "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-    })
-    lifecycle = BrokerLifecycle(_Host(config), observer=False)  # type: ignore[arg-type]
+    lifecycle = await _broker_of(first, second)
     try:
         forwarded = asyncio.ensure_future(lifecycle.forward(ENVELOPE))
         while first.requests == 0:
@@ -122,10 +124,7 @@ async def _unreachable_scenario() -> tuple[bytes, int, int]:
         answer = bytes((await asyncio.wait_for(forwarded, 5)).response_data)
         return answer, first.requests, second.requests
     finally:
-        await lifecycle.stop()
-        for c in (first, second):
-            assert c.server is not None
-            c.server.close()
+        await _stop(lifecycle, first, second)
 
 
 def test_a_request_to_an_unreachable_controller_moves_on_at_once() -> None:
