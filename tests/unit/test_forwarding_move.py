@@ -66,6 +66,15 @@ ENVELOPE: dict[str, Any] = {"request_data": b"\x00" * 16, "request_principal": b
                             "client_host_address": b"\x7f\x00\x00\x01"}
 
 
+async def _until_received(controller: _Controller, timeout_s: float = 5.0) -> None:
+    """Until `controller` holds the forwarded request (bounded: a test must fail,
+    not hang, if it never arrives)."""
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while controller.requests == 0:
+        assert asyncio.get_running_loop().time() < deadline, "the request never arrived"
+        await asyncio.sleep(0.01)
+
+
 async def _broker_of(first: _Controller, second: _Controller) -> BrokerLifecycle:
     """A broker's lifecycle whose controllers are `first` (100) and `second` (101)."""
     p1, p2 = await first.start(), await second.start()
@@ -91,8 +100,7 @@ async def _scenario() -> tuple[bytes, bytes, int, int]:
     try:
         assert lifecycle.controller_id == 100
         forwarded = asyncio.ensure_future(lifecycle.forward(ENVELOPE))
-        while first.requests == 0:
-            await asyncio.sleep(0.01)
+        await _until_received(first)
         # a heartbeat's NOT_CONTROLLER while the answer is on its way
         lifecycle._move_controller(lifecycle._generation)
         assert lifecycle.controller_id == 101
@@ -116,8 +124,7 @@ async def _unreachable_scenario() -> tuple[bytes, int, int]:
     lifecycle = await _broker_of(first, second)
     try:
         forwarded = asyncio.ensure_future(lifecycle.forward(ENVELOPE))
-        while first.requests == 0:
-            await asyncio.sleep(0.01)
+        await _until_received(first)
         # a heartbeat found the controller unreachable (it hangs): no answer will
         # come, so the forwarded request is cut off and goes to the next one
         lifecycle._move_controller(lifecycle._generation, unreachable=True)
