@@ -23,6 +23,15 @@ node ~0.003) and the CPU per record is also given less that rate over the
 run's wall time: on a loaded box the wall time, and with it the idle share,
 varies from run to run.
 
+`--broker-cores X` puts every broker process (RF=1's node, RF=3's three brokers
+and controller) in its own cgroup with a CPU quota of X cores (bench/cpu_quota.py,
+needs root): the brokers then do not share cores in the sense of issue 18 item 3,
+each getting X of a core whatever the others do, as on a host with a core of its
+own per broker. Keep 3*X plus the producer's cores (~0.55) under the box's; the
+JSON gives each broker's cores used, its throttled 10 ms periods and the box's
+cores used. `--broker-cores 0.4` on this 2-core box: RF=3 acks=all ran at 0.79-1.05x
+RF=1's records/s (docs/benchmarks.md, "The sixth look").
+
 `--rf1-nodes 3` also runs three single-node brokers at once, one producer each
 (RF=1 with three broker processes sharing the cores as the cluster's do), and
 gives the RF=3 ratio against that too. Each run reports its user and system
@@ -80,6 +89,7 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.cpu_quota import CpuQuota, available
 from bench.rawload import percentiles, run_probe
 from bench.run import warm_group
 from tests.integration.broker_proc import BrokerProcess
@@ -145,6 +155,19 @@ def recycle_free_pages(scratch: Path, nbytes: int) -> float:
         os.close(fd)
         os.unlink(path)
     return time.monotonic() - t
+
+
+def runqueue_wait_s(pid: int) -> float:
+    """Seconds the process's threads have waited for a core while runnable
+    (/proc/<pid>/task/*/schedstat, second field): how much a broker shared the
+    cores with other runnable work."""
+    total = 0
+    for stat in Path(f"/proc/{pid}/task").glob("*/schedstat"):
+        try:
+            total += int(stat.read_text().split()[1])
+        except (OSError, IndexError, ValueError):
+            pass  # a thread that ended meanwhile
+    return total / 1e9
 
 
 def rss_bytes(pids: list[int]) -> int:
@@ -269,12 +292,15 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
                broker_pids: list[int], spy_dir: Path | None = None,
                spy_name: str = "", acks: str = "all",
                recycle: tuple[Path, int] | None = None,
-               replica_dirs: list[Path] | None = None) -> dict[str, Any]:
+               replica_dirs: list[Path] | None = None,
+               quotas: list[CpuQuota] | None = None) -> dict[str, Any]:
     """One producer; or, given several bootstraps, one producer per bootstrap
     at once, each sending its share of `records` (several RF=1 nodes loading
     the box as the RF=3 cluster's three brokers do). With `replica_dirs` (every
     replica's data dir) the brokers' CPU is read once every replica holds every
-    byte, not at the producer's last acknowledgement."""
+    byte, not at the producer's last acknowledgement. With `quotas` (one per
+    broker pid, in order; --broker-cores) each broker's cores in use and how often
+    its quota held it back are reported."""
     errors: list[str] = []
     bootstraps = [bootstrap] if isinstance(bootstrap, str) else bootstrap
     batches = [0]
@@ -300,6 +326,9 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     rss0 = rss_bytes(broker_pids)
     sleeps0 = cpu_sleeps()
     broker0 = user0 + sys0
+    each0 = [cpu_seconds([pid]) for pid in broker_pids]
+    waits0 = [runqueue_wait_s(pid) for pid in broker_pids]
+    stats0 = [q.stat() for q in quotas or []]
     for p in producers:  # statistics windows before the clock are not counted
         p.poll(0)
     batches[0] = 0
@@ -329,13 +358,36 @@ def throughput(bootstrap: str | list[str], topic: str, records: int, size: int,
     faults1 = minor_faults(broker_pids)
     rss1 = rss_bytes(broker_pids)
     sleeps1 = cpu_sleeps()
+    each1 = [cpu_seconds([pid]) for pid in broker_pids]
+    waits1 = [runqueue_wait_s(pid) for pid in broker_pids]
+    stats1 = [q.stat() for q in quotas or []]
     broker_cpu = user1 + sys1 - broker0
     client_cpu = sum(me.cpu_times()[:2]) - client0
     stop_py_spy(spies)
     for p in producers:  # the last statistics window
         p.poll(0.3)
     assert left == 0 and not errors, (left, errors[:3])
+    quota_figures: dict[str, Any] = {}
+    if quotas:
+        quota_figures = {
+            "broker_quota_cores": [q.cores for q in quotas],
+            # each broker process's cores in use over the CPU window
+            "broker_cores_used": [round((b - a) / replicated, 2) for a, b in zip(each0, each1)],
+            # each broker's time runnable but not running, per second of its own CPU. The
+            # kernel counts time held back by the quota here too: a broker that uses all
+            # of a quota of X cores waits (1 - X) / X from that alone (1.5 at 0.4), and
+            # what it waits beyond that is time it shared a core with other work
+            "broker_runqueue_wait_per_cpu_s": [
+                round((w1 - w0) / (b - a), 3) if b > a else None
+                for w0, w1, a, b in zip(waits0, waits1, each0, each1)],
+            # CFS periods (10 ms) in which the quota stopped the broker
+            "broker_throttled_periods": [b["throttled_periods"] - a["throttled_periods"]
+                                         for a, b in zip(stats0, stats1)],
+            # the whole box: brokers plus the producer, against os.cpu_count()
+            "box_cores_used": round((broker_cpu + client_cpu) / replicated, 2),
+        }
     return {
+        **quota_figures,
         # librdkafka's batches: odradek's broker CPU is largely per batch
         "client_batches": batches[0],
         "client_records_per_batch": round(records / batches[0]) if batches[0] else None,
@@ -576,8 +628,19 @@ def main() -> int:
                     help="sample every broker with py-spy during the throughput runs "
                          "(raw collapsed stacks in DIR; CPU figures then include no sampler "
                          "but the brokers are slowed by it)")
+    ap.add_argument("--broker-cores", type=float, default=None, metavar="X",
+                    help="throughput: give every broker process (and the controller) its own "
+                         "cgroup CPU quota of X cores, so that brokers do not share cores "
+                         "(bench/cpu_quota.py; needs root). The producer is not limited: "
+                         "3*X plus its cores should stay under the box's")
     args = ap.parse_args()
     BATCH_BYTES = args.batch_bytes
+    if args.broker_cores is not None:
+        if args.broker_cores <= 0:
+            ap.error(f"--broker-cores must be above 0, not {args.broker_cores}")
+        why = available()
+        if why:
+            ap.error(f"--broker-cores: {why}")
     if args.latency:
         return latency_main(args)
     base = Path(tempfile.mkdtemp(prefix="odradek-bench-cluster-"))
@@ -625,21 +688,30 @@ def main() -> int:
     single = BrokerProcess(data_dir=base / "single").start()
     cluster = ClusterProcesses(base / "cluster", brokers=3)
     rounds: list[dict[str, Any]] = []
+    single_quotas: list[CpuQuota] = []
+    cluster_quotas: list[CpuQuota] = []
     try:
         cluster.start()
         pids = [b.pid or 0 for b in cluster.brokers.values()] + [cluster.controller.pid or 0]
+        if args.broker_cores is not None:
+            result["broker_cores"] = args.broker_cores
+            single_quotas = [CpuQuota("rf1", args.broker_cores)]
+            single_quotas[0].add(single.pid or 0)
+            for i, pid in enumerate(pids):
+                cluster_quotas.append(CpuQuota(f"rf3-{i}", args.broker_cores))
+                cluster_quotas[-1].add(pid)
         for r in range(args.repeat):
             topic = "bench" if r == 0 else f"bench-{r}"
             create(single.bootstrap, topic, PARTITIONS, 1)
             rf1 = throughput(single.bootstrap, topic, args.records, args.size,
                              [single.pid or 0], args.py_spy, "rf1", args.throughput_acks,
-                             recycle(1))
+                             recycle(1), quotas=single_quotas)
             print(f"round {r + 1}: single node, RF=1, acks={args.throughput_acks}:", rf1,
                   flush=True)
             create(cluster.bootstrap, topic, PARTITIONS, 3, {"min.insync.replicas": "2"})
             rf3 = throughput(cluster.bootstrap, topic, args.records, args.size,
                              pids, args.py_spy, "rf3", args.throughput_acks, recycle(3),
-                             [b.data_dir for b in cluster.brokers.values()])
+                             [b.data_dir for b in cluster.brokers.values()], cluster_quotas)
             print(f"round {r + 1}: 3 brokers, RF=3, acks={args.throughput_acks}:", rf3,
                   flush=True)
             rounds.append({"single_rf1": rf1, "cluster_rf3": rf3, **ratios(rf1, rf3)})
@@ -654,6 +726,8 @@ def main() -> int:
     finally:
         single.close()
         cluster.close()
+        for quota in single_quotas + cluster_quotas:
+            quota.close()
         shutil.rmtree(base, ignore_errors=True)
     result["single_rf1"], result["cluster_rf3"] = rounds[-1]["single_rf1"], rounds[-1]["cluster_rf3"]
     for key in ratios(rounds[0]["single_rf1"], rounds[0]["cluster_rf3"]):

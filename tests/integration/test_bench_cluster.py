@@ -20,10 +20,13 @@ from pathlib import Path
 
 import pytest
 
+from bench.cpu_quota import available
+
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "cluster.py"
+_QUOTA_MISSING = available()
 
 
 def _run(*args: str, timeout: float = 240) -> dict:
@@ -69,3 +72,21 @@ def test_latency_dump(tmp_path: Path) -> None:
     assert all(float(r["produce_ms"]) > 0 and float(r["e2e_ms"]) > 0 for r in rows)
     sent = [float(r["sent_s"]) for r in rows]
     assert sent == sorted(sent) and sent[-1] < 5
+
+
+@pytest.mark.skipif(_QUOTA_MISSING is not None, reason=f"no CPU quota here: {_QUOTA_MISSING}")
+def test_throughput_with_broker_cpu_quotas() -> None:
+    # --broker-cores: every broker process in its own cgroup (bench/cpu_quota.py)
+    result = _run("--records", "40000", "--rounds", "0", "--broker-cores", "0.5",
+                  "--batch-bytes", "200000")
+    assert result["broker_cores"] == 0.5
+    for setup, processes in (("single_rf1", 1), ("cluster_rf3", 4)):
+        run = result[setup]
+        assert run["broker_quota_cores"] == [0.5] * processes
+        assert len(run["broker_cores_used"]) == processes
+        # no process used more than its half core (a tick's slack)
+        assert all(0 <= c <= 0.6 for c in run["broker_cores_used"]), run["broker_cores_used"]
+        assert all(t >= 0 for t in run["broker_throttled_periods"])
+        assert run["box_cores_used"] > 0
+    leftovers = [p.name for p in Path("/sys/fs/cgroup/cpu").glob("odradek-bench-rf*")]
+    assert leftovers == [] or not Path("/sys/fs/cgroup/cpu").exists(), leftovers
