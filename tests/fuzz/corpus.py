@@ -31,7 +31,9 @@ RUNNER_TOPICS: tuple[tuple[str, int, dict[str, str]], ...] = (
 
 # The broker the corpus is recorded from and fuzzed against: groups form at
 # once, internal topics are small, segments roll often enough to be verified.
+FUZZ_NODE_ID = 1  # odradek's default node.id, named so the runner can tell it apart
 BROKER_OVERRIDES: dict[str, object] = {
+    "node.id": FUZZ_NODE_ID,
     "group.initial.rebalance.delay.ms": 0,
     "group.min.session.timeout.ms": 1000,
     "group.max.session.timeout.ms": 30000,

@@ -15,6 +15,11 @@ was mutated too is sent alone and the write side shut: the broker must close
 the connection. Neither within ``HANG_TIMEOUT_S`` is a hang, except for the
 APIs that may legitimately park a request (``LONG_POLL_APIS``: a Fetch whose
 max wait became 2**31 ms waits as long in Kafka too), which are only counted.
+An UnregisterBroker naming the fuzzed broker's own node id is not sent (counted
+as ``self_unregisters``): it is a valid operator request that takes the broker
+out of the cluster, and, as in Kafka (whose broker never registers again after
+it), the broker then no longer leads its partitions, which the final produce
+would read as a failure the frame did not cause by being malformed.
 
 After every ``BATCH_FRAMES`` frames: the broker process must be alive,
 answer ApiVersions and Metadata on a fresh connection, and its RSS stay
@@ -55,6 +60,7 @@ from odradek.protocol.guard import decode_message
 from tests.fuzz.corpus import (
     BROKER_OVERRIDES,
     CORPUS_PATH,
+    FUZZ_NODE_ID,
     RUNNER_TOPICS,
     read_frames,
     write_frames,
@@ -98,10 +104,22 @@ class Stats:
     parked: int = 0
     slow: int = 0
     connections: int = 0
+    self_unregisters: int = 0
     peak_rss_bytes: int = 0
     baseline_rss_bytes: int = 0
     suspects: dict[int, list[bytes]] = field(default_factory=dict)
     suspect_counts: Counter[int] = field(default_factory=Counter)
+
+
+def _unregisters_self(m: Mutant) -> bool:
+    """A well-formed UnregisterBroker naming the fuzzed broker (see the module doc)."""
+    if m.api_key != api.ApiKey.UNREGISTER_BROKER or _decodes_cleanly(m.wire) is None:
+        return False
+    body = m.wire[4:]
+    header = parse_request_header(body)
+    req = decode_message(api.request_class(header.api_key, header.api_version), body,
+                         header.body_offset)
+    return bool(req.broker_id == FUZZ_NODE_ID)
 
 
 def _decodes_cleanly(wire: bytes) -> int | None:
@@ -226,6 +244,9 @@ class Runner:
                 index = self._next
                 self._next += 1
                 m = self.mutator.mutate(frame_rng(self.seed, index))
+                if _unregisters_self(m):
+                    self.stats.self_unregisters += 1
+                    continue
                 if writer is None:
                     reader, writer = await _connect(self.broker.port)
                     self.stats.connections += 1
@@ -397,7 +418,8 @@ class Report:
         lines = [(
             f"fuzz: seed {self.seed}: {s.frames} frames in {self.seconds:.1f}s "
             f"({s.frames / max(self.seconds, 1e-9):.0f} frames/s); answered {s.answered}, "
-            f"closed {s.closed}, parked {s.parked}, slow {s.slow}, connections {s.connections}; 0 deaths; "
+            f"closed {s.closed}, parked {s.parked}, slow {s.slow}, connections {s.connections}, "
+            f"own UnregisterBroker not sent {s.self_unregisters}; 0 deaths; "
             f"RSS baseline {s.baseline_rss_bytes >> 20} MB, peak {s.peak_rss_bytes >> 20} MB; "
             f"broker log tracebacks {sum(self.log_exceptions.values())}"),
         ]

@@ -73,3 +73,23 @@ def test_split_frames_round_trips_and_keeps_a_partial_tail() -> None:
     frames = [struct.pack(">i", 3) + b"abc", struct.pack(">i", 0)]
     assert split_frames(b"".join(frames)) == frames
     assert split_frames(b"".join(frames) + b"\x00\x00") == [*frames, b"\x00\x00"]
+
+
+def _unregister_frame(broker_id: int) -> bytes:
+    # UnregisterBroker v0 (flexible): header v2, then broker_id and no tagged fields
+    body = struct.pack(">hhih", 64, 0, 7, 4) + b"fuzz" + b"\x00" + struct.pack(">i", broker_id)
+    return struct.pack(">i", len(body) + 1) + body + b"\x00"
+
+
+def test_an_unregister_of_the_fuzzed_broker_itself_is_not_sent() -> None:
+    from tests.fuzz.corpus import FUZZ_NODE_ID
+    from tests.fuzz.mutate import Mutant
+    from tests.fuzz.runner import _unregisters_self
+
+    def mutant(wire: bytes) -> Mutant:
+        return Mutant(wire=wire, size_consistent=True, seed_index=0, ops=[])
+
+    assert _unregisters_self(mutant(_unregister_frame(FUZZ_NODE_ID)))
+    assert not _unregisters_self(mutant(_unregister_frame(FUZZ_NODE_ID + 1)))
+    # a malformed one is sent: the broker must answer it like any other bad frame
+    assert not _unregisters_self(mutant(_unregister_frame(FUZZ_NODE_ID)[:-3]))
