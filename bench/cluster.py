@@ -90,6 +90,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.cpu_quota import CpuQuota, available
+from bench.pages import recycle_free_pages
 from bench.rawload import percentiles, run_probe
 from bench.run import warm_group
 from tests.integration.broker_proc import BrokerProcess
@@ -131,30 +132,6 @@ def _summed(pids: list[int], figures: Any) -> tuple[float, ...]:
 def user_sys_seconds(pids: list[int]) -> tuple[float, float]:
     user, system = _summed(pids, lambda p: p.cpu_times()[:2])
     return user, system
-
-
-def recycle_free_pages(scratch: Path, nbytes: int) -> float:
-    """Write and delete `nbytes` of file data in `scratch`; return the seconds it took.
-
-    On this VM a page the guest has left free for a few seconds costs 2-3x more to
-    fill on its first write (the host backs it again): `pwrite` of 1 MiB took 210 us
-    right after another run had freed its pages and 500-770 us after a pause, the
-    same code and file (docs/benchmarks.md, "Free pages"). The runs write
-    300 MB (RF=1) and 900 MB (RF=3) of new page cache, so without this step the
-    ratio measured the pages' history more than the brokers. Writing the same
-    amount just before the run hands the brokers recently used pages, as a
-    broker in steady state reuses the pages of the segments it evicted."""
-    t = time.monotonic()
-    path = scratch / "recycle.tmp"
-    chunk = b"\0" * (1 << 20)
-    fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600)
-    try:
-        for _ in range(max(1, nbytes >> 20)):
-            os.write(fd, chunk)
-    finally:
-        os.close(fd)
-        os.unlink(path)
-    return time.monotonic() - t
 
 
 def runqueue_wait_s(pid: int) -> float:

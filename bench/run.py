@@ -31,7 +31,13 @@ did, the machine when broker + clients used >= 90% of all cores.
 
 Every run stops by itself: each workload has a deadline (--workload-timeout-s);
 a workload that misses it is reported with timed_out=true and what it did
-until then. Results go to stdout as a table with odradek/tansu ratios, and as
+until then. Before each produce run, on both brokers, the run's bytes (and a
+quarter more) are written to a file in the data dir's filesystem and deleted
+(bench/pages.py; `--no-recycle-pages` skips it): on this VM a page of memory
+the guest has not used lately costs ~10 us to fill the first time, 2.5 us per
+1 KiB record, so without it a figure depends on what the machine did before.
+
+Results go to stdout as a table with odradek/tansu ratios, and as
 JSON to bench/results/<time>.json (gitignored).
 """
 
@@ -58,6 +64,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.pages import recycle_free_pages
 from tests.integration.broker_proc import BrokerProcess
 
 RESULTS_DIR = REPO_ROOT / "bench" / "results"
@@ -671,6 +678,8 @@ def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
                 runs = []
                 for i in range(args.repeat):
                     log(f"[{kind}] {name}: {count:,} records (run {i + 1}/{args.repeat})")
+                    if args.recycle_pages:
+                        recycle_free_pages(work, count * size * 5 // 4)
                     with py_spy(args, kind, broker, f"produce-{label}-acks{acks}-{i}"):
                         runs.append(run_produce(ctx, broker, cpu, name,
                                                 f"bench-{label}-{acks_name}", count, size, acks,
@@ -825,6 +834,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-parent", type=Path, default=None,
                     help="where odradek's data dir goes (default: the temp dir); "
                          "/dev/shm puts it in memory like tansu's memory storage")
+    ap.add_argument("--no-recycle-pages", dest="recycle_pages", action="store_false",
+                    help="do not write and delete each produce run's bytes in the data dir's "
+                         "filesystem before the run (bench/pages.py: on a VM a page left "
+                         "unused costs several times more to fill the first time)")
     args = ap.parse_args(argv)
     if args.client_preload is not None:
         if not Path(args.client_preload).is_file():
