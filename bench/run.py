@@ -671,6 +671,8 @@ def bench_broker(kind: str, args: argparse.Namespace, log: Any) -> list[Result]:
         create_topics(broker.bootstrap, topics, args.partitions)
         create_topics(broker.bootstrap, ["bench-latency"], 1)
         warm_group(broker.bootstrap, topics[0])
+        if args.latency_only:
+            plan = []
         for label, size, count in plan:
             written = 0
             for acks, acks_name in acks_plan:
@@ -834,6 +836,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data-parent", type=Path, default=None,
                     help="where odradek's data dir goes (default: the temp dir); "
                          "/dev/shm puts it in memory like tansu's memory storage")
+    ap.add_argument("--latency-only", action="store_true",
+                    help="only the latency workload (with --latency-rate: e2e latency at a "
+                         "chosen share of the peak rate; the 2-process latency workload "
+                         "keeps up to ~400k records/s here)")
     ap.add_argument("--no-recycle-pages", dest="recycle_pages", action="store_false",
                     help="do not write and delete each produce run's bytes in the data dir's "
                          "filesystem before the run (bench/pages.py: on a VM a page left "
