@@ -613,8 +613,9 @@ def main() -> int:
     args = ap.parse_args()
     BATCH_BYTES = args.batch_bytes
     if args.broker_cores is not None:
-        if args.broker_cores <= 0:
-            ap.error(f"--broker-cores must be above 0, not {args.broker_cores}")
+        if not 0 < args.broker_cores <= (os.cpu_count() or 1):  # also NaN
+            ap.error(f"--broker-cores must be above 0 and at most this box's "
+                     f"{os.cpu_count()} cores, not {args.broker_cores}")
         why = available()
         if why:
             ap.error(f"--broker-cores: {why}")

@@ -62,7 +62,7 @@ class CpuQuota:
     back out and removes the group."""
 
     def __init__(self, name: str, cores: float) -> None:
-        if cores <= 0:
+        if not cores > 0:  # also NaN
             raise ValueError(f"a CPU quota must be above 0 cores, not {cores}")
         root = _root()
         if root is None:

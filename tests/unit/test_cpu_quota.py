@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -18,8 +19,9 @@ BUSY = "while True: pass"
 
 
 def test_a_quota_must_be_above_zero() -> None:
-    with pytest.raises(ValueError, match="above 0"):
-        CpuQuota("zero", 0)
+    for cores in (0, float("nan")):
+        with pytest.raises(ValueError, match="above 0"):
+            CpuQuota("zero", cores)
 
 
 @pytest.mark.skipif(available() is not None, reason=f"no CPU quota here: {available()}")
@@ -42,3 +44,12 @@ def test_a_busy_process_gets_its_quota_and_no_more() -> None:
         busy.wait(10)
         quota.close()
     assert not quota.path.exists()
+
+
+@pytest.mark.parametrize("cores", ["0", "-1", "nan", "1000"])
+def test_the_bench_refuses_a_quota_it_cannot_set(cores: str) -> None:
+    bench = Path(__file__).resolve().parents[2] / "bench" / "cluster.py"
+    out = subprocess.run([sys.executable, str(bench), "--broker-cores", cores],
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "--broker-cores must be above 0" in out.stderr
